@@ -213,6 +213,53 @@ TEST_CASE("index bounds hold for every value each thread computes, at every size
   CHECK(checked > 100000);
 }
 
+TEST_CASE("a difference bounds through its exact form: a copy's step cancels, and a shadowing name is another value",
+          "[index]") {
+  // for a < N: for k < D: let source = a * D + k; let step = a * D + (k + 8) - source (8), and inside a
+  // loop that shadows `k` (to N * N), `step2 = a * D + k + 8 - source` (not 8: this k is another).
+  auto loop = [](const std::string& var, ExprPtr end, kernel::StmtPtr body) {
+    return std::make_shared<kernel::For>(var, constant(0), std::move(end), constant(1), std::move(body));
+  };
+  ExprPtr rowStart = binary(BinaryOp::Mul, variable("a"), std::make_shared<SizeVar>("D"));
+  ExprPtr source = binary(BinaryOp::Add, rowStart, variable("k"));
+  ExprPtr step = binary(BinaryOp::Sub, binary(BinaryOp::Add, rowStart, binary(BinaryOp::Add, variable("k"), constant(8))),
+                        variable("source"));
+  kernel::Function function;
+  function.name = "k";
+  function.blockThreads = {32, 1, 1};
+  function.gridBlocks = {constant(1), constant(1), constant(1)};
+  kernel::IndexArithmetic indices(function);
+  indices.openScope();
+  indices.define(*loop("a", std::make_shared<SizeVar>("N"), nullptr));
+  indices.openScope();
+  indices.define(*loop("k", std::make_shared<SizeVar>("D"), nullptr));
+  indices.define(kernel::Let("source", source));
+  std::optional<IndexBound> bound = indices.boundOf(*step);
+  REQUIRE(bound);
+  CHECK(bound->terms == std::map<std::vector<std::string>, double>{{{}, 8.0}});
+  indices.openScope();
+  ExprPtr square = binary(BinaryOp::Mul, std::make_shared<SizeVar>("N"), std::make_shared<SizeVar>("N"));
+  indices.define(*loop("k", square, nullptr));
+  std::optional<IndexBound> shadowed = indices.boundOf(*step);
+  REQUIRE(shadowed);
+  CHECK(shadowed->terms.count({"N", "N"}) == 1);
+}
+
+TEST_CASE("matmul<f32>'s copy steps cancel, so that its 32-bit kernel runs at 4096 cubed", "[index]") {
+  for (const Kernel& kernel : testing::kernelsOf(std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "linalg.emmy")) {
+    if (kernel.instanceName() != "matmul_f32") continue;
+    Lowered lowered = lower(kernel, PipelineOptions{});
+    std::map<std::string, int64_t> sizes{{"M", 4096}, {"N", 4096}, {"K", 4096}};
+    for (const kernel::Function& function : lowered.kernel.functions) {
+      if (function.indexBits != 32) continue;
+      IndexBound bound = kernel::indexBoundOf(function);
+      INFO(function.name);
+      for (const auto& [monomial, coefficient] : bound.terms) CHECK(monomial.size() <= 2);
+      CHECK(at(bound, sizes) <= kernel::kIndexLimit);
+    }
+  }
+}
+
 TEST_CASE("the launcher runs a kernel's 32-bit indices exactly where its bound is at most the limit, and the 64-bit "
           "twin elsewhere",
           "[index]") {
@@ -231,7 +278,21 @@ kernel window(x: f32[N, H], w: f32[K]) -> (y: f32[N, H - K + 1]) {
     Lowered lowered = lower(kernel, PipelineOptions{});
     sim::SimulationOptions options;
     options.profile = true;
-    sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "widths.emmy"), options);
+    sim::CudaSource cuda = emitCudaFiles({lowered}, "widths.emmy");
+    // The two kernels of each pair share one body, printed once, over the index type.
+    for (const kernel::Function& function : lowered.kernel.functions) {
+      if (!function.isWideTwin()) continue;
+      std::string narrow = function.name.substr(0, function.name.size() - std::string_view(kernel::kWideTwinSuffix).size());
+      auto count = [&](const std::string& text) {
+        size_t found = 0;
+        for (size_t at = cuda.source.find(text); at != std::string::npos; at = cuda.source.find(text, at + 1)) ++found;
+        return found;
+      };
+      CHECK(count("void " + narrow + "__body(") == 1);
+      CHECK(count(narrow + "__body<int32_t>(") == 1);
+      CHECK(count(narrow + "__body<int64_t>(") == 1);
+    }
+    sim::SimulatedKernel program(kernel, cuda, options);
     std::map<std::string, int64_t> sizes = kernel.name == "rows" ? std::map<std::string, int64_t>{{"N", 5}, {"D", 37}}
                                                                  : std::map<std::string, int64_t>{{"N", 3}, {"H", 29}, {"K", 4}};
     std::map<std::string, int64_t> boundSizes = sizes;

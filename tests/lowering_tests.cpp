@@ -82,8 +82,8 @@ TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thr
     std::string cuda = cudaOf(lower(kernel, PipelineOptions{}), file).source;
     INFO(cuda);
     CHECK(cuda.find("alignas(16) float x__vector[16];") != std::string::npos);
-    CHECK(cuda.find("*reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = "
-                    "*reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);") != std::string::npos);
+    CHECK(cuda.find("*reinterpret_cast<uint4*>(&x__vector[(n_d__slot * 4)]) = "
+                    "*reinterpret_cast<const uint4*>(&x[(n_d__group * 4)]);") != std::string::npos);
     // Two blocks of 256 threads for 4109 elements: groups one, two and three grid strides on, a tail.
     sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), file));
     testing::checkAgainstEvaluator(kernel, program, {{"N", 1}, {"D", 4109}}, 5);
@@ -113,12 +113,12 @@ kernel cube(x: f16[A, B, C], w: f16[B], v: f16[C]) -> (y: f16[A, B, C]) {
     // One remainder a group. Where the rows are whole groups, the row vector is read a group at a time;
     // otherwise the lanes carry into the next row at most once, so groups must be no longer than a row.
     std::string inner = rows ? "D" : "C", rowVector = rows ? "b" : "v";
-    CHECK(cuda.source.find("const int64_t " + flat + "__remainder0 = ((" + flat + "__group * (int64_t)" +
+    CHECK(cuda.source.find("const emmy_index_t " + flat + "__remainder0 = ((" + flat + "__group * " +
                            std::to_string(width) + ") % " + inner + ");") != std::string::npos);
-    CHECK(cuda.source.find(fmt::format("& 15) == 0 && (({} % (int64_t){}) == (int64_t)0)) {{", inner, width)) != std::string::npos);
+    CHECK(cuda.source.find(fmt::format("& 15) == 0 && (({} % {}) == 0)) {{", inner, width)) != std::string::npos);
     CHECK(cuda.source.find(fmt::format("*reinterpret_cast<const uint4*>(&{}[{}__remainder0]);", rowVector, flat)) !=
           std::string::npos);
-    CHECK(cuda.source.find(fmt::format("& 15) == 0 && ({} >= (int64_t){})) {{", inner, width)) != std::string::npos);
+    CHECK(cuda.source.find(fmt::format("& 15) == 0 && ({} >= {})) {{", inner, width)) != std::string::npos);
     sim::SimulatedKernel program(kernel, cuda);
     int seed = 0;
     for (int64_t inner : {1, 2, 3, 4, 5, 7, 8, 9, 16, 37})

@@ -165,7 +165,7 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       // Causal attention's sums are bounded, l < s + 1: in the tiles on the diagonal, their terms where
       // that holds, else 0 (the tiles below it run without the condition).
       bool causal = std::string(selector).find("causal") != std::string::npos;
-      CHECK((cuda.find("den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));") != std::string::npos) == causal);
+      CHECK((cuda.find("den__acc + ((l < emmy_add(s, (emmy_index_t)1)) ? o__weight : 0.0f));") != std::string::npos) == causal);
       // The shared tiles (the scores or logits a word longer a row, v) are read and written without bank
       // conflicts, and the copy of v a tile ahead stops at the last tile.
       sim::SimulationOptions options;
@@ -213,12 +213,11 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
       CHECK(cuda.find(fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, 8192, ", type)) != std::string::npos);
       // Only the variant for long rows tests what the launch gave (its two paths).
       size_t launchTests = 0;
-      for (size_t at = cuda.find("<= (int64_t)emmy_launch_shared_bytes()"); at != std::string::npos;
-           at = cuda.find("<= (int64_t)emmy_launch_shared_bytes()", at + 1))
+      for (size_t at = cuda.find("<= (emmy_index_t)emmy_launch_shared_bytes()"); at != std::string::npos;
+           at = cuda.find("<= (emmy_index_t)emmy_launch_shared_bytes()", at + 1))
         ++launchTests;
       CHECK(launchTests == 2);
-      std::string sized = fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, {}, (int64_t)0, (((D + (int64_t){}) / (int64_t){}) * "
-                                      "(int64_t){}));",
+      std::string sized = fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, {}, 0, (((D + {}) / {}) * {}));",
                                       type, 227 * 1024 / elementBytes, lanes - 1, lanes, lanes);
       CHECK(cuda.find(sized) != std::string::npos);
       CHECK(cuda.find("  if ((D >= (int64_t)8193)) {\n    if (") != std::string::npos);
@@ -229,7 +228,7 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
       for (size_t at = cuda.find("if ((D <= (int64_t)"); at != std::string::npos; at = cuda.find("if ((D <= (int64_t)", at + 1))
         ++tests;
       CHECK(tests == 1);
-      CHECK(cuda.find(fmt::format(" * (int64_t){}) <= (int64_t)emmy_launch_shared_bytes())) {{", elementBytes)) !=
+      CHECK(cuda.find(fmt::format(" * {}) <= (emmy_index_t)emmy_launch_shared_bytes())) {{", elementBytes)) !=
             std::string::npos);
       CHECK(cuda.find(half ? "emmy_copy_async_lanes<8>(x_row, " : "emmy_copy_async_lanes<4>(x_row, ") != std::string::npos);
       // Every path gives the reference's values: short rows, the end of the short variant, the start of the

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -45,6 +46,12 @@ namespace {
 
 // The shared memory every device gives a block without opting in (static and sized at launch together).
 constexpr int64_t kSharedBytesWithoutOptIn = 48 * 1024;
+// The template parameter of the body a kernel shares with its 64-bit twin (no user name starts with
+// `emmy_` in generated code: spelled() renames it).
+constexpr const char* kIndexTypeParameter = "emmy_index_t";
+// The name of that body: the kernel's name and this.
+constexpr const char* kSharedBodySuffix = "__body";
+std::string indexTypeOf(const kernel::Function& function) { return function.indexBits == 32 ? "int32_t" : "int64_t"; }
 
 bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
 
@@ -186,16 +193,21 @@ public:
 
 private:
   // ---- expressions ----
-  // In a kernel with 32-bit indices, index arithmetic is int32_t and its constants plain ints; a user
-  // value or a size expression of the host function stays int64_t.
+  // In a kernel with 32-bit indices, index arithmetic is of the narrow type and its constants plain
+  // ints; a user value or a size expression of the host function stays int64_t. The narrow type is
+  // int32_t, or, in the body a kernel shares with its 64-bit twin, the body's template parameter.
   bool narrowIndex(const Expr& e) const { return indices_ && indices_->isIndex(e); }
-  const char* indexType() const { return indices_ ? "int32_t" : "int64_t"; }
+  const char* narrowType() const { return sharedWithTwin_ ? kIndexTypeParameter : "int32_t"; }
+  const char* indexType() const { return indices_ ? narrowType() : "int64_t"; }
   // `e`, an operand of an operation on 64-bit integers (`wide`) or not.
   std::string indexOperand(const Expr& e, bool wide) const {
     return wide && narrowIndex(e) ? "(int64_t)" + expr(e) : expr(e);
   }
   std::string exprNode(const IntImm& node) const {
     return narrowIndex(node) ? std::to_string(node.value) : integerLiteral(node.dtype, node.value);
+  }
+  std::string typedConstant(const Expr& e, const std::string& text) const {
+    return narrowIndex(e) && e.as<IntImm>() ? fmt::format("({}){}", narrowType(), text) : text;
   }
   std::string exprNode(const FloatImm& node) const {
     return narrow(node.dtype, floatLiteral(computeType(node.dtype), node.value));
@@ -267,6 +279,10 @@ private:
       }
     }
     std::string text = binaryText(node.op, computeType(operands), widen(operands, lhs), widen(operands, rhs), wrapping_);
+    // A helper's overloads and template argument need operands of one type: in a body over the index
+    // type, a narrow constant there is of that type too (emmy_min(i, 4) has an int64_t and an int).
+    if (sharedWithTwin_ && !wide && text.starts_with("emmy_"))
+      text = binaryText(node.op, computeType(operands), typedConstant(*node.lhs, lhs), typedConstant(*node.rhs, rhs), wrapping_);
     if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
     if (node.dtype == DType::I8 && !(wrapping_ && wrapsOnOverflow(operands, node.op))) return "(int8_t)" + text;
     return narrow(node.dtype, text);
@@ -306,7 +322,7 @@ private:
 
   // ---- statements ----
   // A loop's or let's variable, just defined: 32 bits where it is index arithmetic in a kernel that has them.
-  const char* variableType(const std::string& var) const { return narrowIndex(AxisVar(var)) ? "int32_t" : "int64_t"; }
+  const char* variableType(const std::string& var) const { return narrowIndex(AxisVar(var)) ? narrowType() : "int64_t"; }
   void line(int indent, const std::string& text) { body_ += std::string(2 * indent, ' ') + text + "\n"; }
 
   void stmt(const kernel::Stmt& s, int indent) {
@@ -385,7 +401,7 @@ private:
       line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : ({})0);", node.lanes,
                                spelled(node.buffer), expr(*node.index), spelled(node.source), expr(*node.sourceIndex),
                                expr(*node.condition), expr(*node.lanesInside),
-                               narrowIndex(*node.lanesInside) ? "int32_t" : "int64_t"));
+                               narrowIndex(*node.lanesInside) ? narrowType() : "int64_t"));
       return;
     }
     line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", spelled(node.buffer), expr(*node.index), spelled(node.source),
@@ -493,7 +509,7 @@ private:
   // A kernel with 32-bit indices takes the sizes as int32_t, which the host function passes as such (the
   // GPU runtime passes each argument's bytes as they are).
   enum class ParameterText { Names, Spelled, Declared };
-  std::vector<std::string> kernelParameters(ParameterText text, int indexBits = 64) const {
+  std::vector<std::string> kernelParameters(ParameterText text, const std::string& indexType = "int64_t") const {
     const Kernel& source = program_.source;
     std::vector<std::string> params;
     auto add = [&](const std::string& type, const std::string& name) {
@@ -510,32 +526,57 @@ private:
     std::vector<std::string> sizes;
     for (const std::string& size : source.sizes) sizes.push_back(text == ParameterText::Names ? size : spelled(size));
     for (const DerivedSize& size : source.derivedSizes) sizes.push_back(sizeName(size.name));
-    std::string type = indexBits == 32 ? "int32_t" : "int64_t";
     for (const std::string& size : sizes)
-      params.push_back(text == ParameterText::Declared                    ? type + " " + size
-                       : text == ParameterText::Spelled && indexBits == 32 ? "(int32_t)" + size
-                                                                           : size);
+      params.push_back(text == ParameterText::Declared                           ? indexType + " " + size
+                       : text == ParameterText::Spelled && indexType != "int64_t" ? "(" + indexType + ")" + size
+                                                                                  : size);
     return params;
   }
 
+  // A kernel with a 64-bit twin shares its statements with it: they are printed once, as a template
+  // over the index type that both kernels instantiate.
   std::string kernelFunction(const kernel::Function& function) {
+    // The block size, which guarantees the launch (ptxas keeps a block's registers within the SM's), and
+    // a minimum of one resident block, which caps nothing more. A larger minimum caps the registers (32
+    // blocks of 16 threads leave 64 each) and ptxas spills rather than exceed it; the block size alone
+    // lets ptxas pick a register target of its own, which spilled too (residual_mlp on sm_80).
+    std::string kernel = fmt::format("extern \"C\" __global__ void __launch_bounds__({}, 1) {}",
+                                     function.threadsPerBlock(), function.name);
+    std::string parameters = join(kernelParameters(ParameterText::Declared, indexTypeOf(function)), ", ");
+    if (function.isWideTwin()) {
+      std::string narrowKernel = function.name.substr(0, function.name.size() - std::string_view(kernel::kWideTwinSuffix).size());
+      return fmt::format("// Computes {} (the body of {} with 64-bit indices).\n{}({}) {{\n  {}<int64_t>({});\n}}\n\n",
+                         join(function.stages, ", "), narrowKernel, kernel, parameters, bodyName(narrowKernel),
+                         join(kernelParameters(ParameterText::Spelled), ", "));
+    }
+    std::string statements = kernelBody(function);
+    if (!function.indicesFit) {
+      std::string width = function.indexBits == 32 ? " Its indices are 32-bit: they fit at every size." : "";
+      return fmt::format("// Computes {}.{}\n{}({}) {{\n{}}}\n\n", join(function.stages, ", "), width, kernel, parameters,
+                         statements);
+    }
+    return fmt::format("// Computes {} with indices of type {}: int32_t in {}, which the launcher runs where every index fits,\n"
+                       "// int64_t in {}{}.\ntemplate <typename {}>\nstatic __device__ __forceinline__ void {}({}) {{\n{}}}\n"
+                       "{}({}) {{\n  {}<int32_t>({});\n}}\n\n",
+                       join(function.stages, ", "), kIndexTypeParameter, function.name, function.name,
+                       kernel::kWideTwinSuffix, kIndexTypeParameter, bodyName(function.name),
+                       join(kernelParameters(ParameterText::Declared, kIndexTypeParameter), ", "), statements, kernel,
+                       parameters, bodyName(function.name), join(kernelParameters(ParameterText::Spelled), ", "));
+  }
+  static std::string bodyName(const std::string& kernel) { return kernel + kSharedBodySuffix; }
+  // The statements of a kernel, over the index type of its body where it has a twin.
+  std::string kernelBody(const kernel::Function& function) {
     body_.clear();
     launchSharedOffsets_.clear();
     for (const kernel::Function::SizedAtLaunch& sized : function.sharedSizedAtLaunch())
       launchSharedOffsets_[sized.buffer] = sized.offset;
     collectBuffers(kernelParameters(ParameterText::Names), function.body.get());
     if (function.indexBits == 32) indices_.emplace(function);
+    sharedWithTwin_ = function.indicesFit != nullptr;
     scoped(*function.body, 1);
-    std::string parameters = join(kernelParameters(ParameterText::Declared, function.indexBits), ", ");
     indices_.reset();
-    // The block size, which guarantees the launch (ptxas keeps a block's registers within the SM's), and
-    // a minimum of one resident block, which caps nothing more. A larger minimum caps the registers (32
-    // blocks of 16 threads leave 64 each) and ptxas spills rather than exceed it; the block size alone
-    // lets ptxas pick a register target of its own, which spilled too (residual_mlp on sm_80).
-    int threads = function.threadsPerBlock();
-    std::string width = function.indexBits == 32 ? " Its indices are 32-bit: the launcher runs it where every one fits." : "";
-    return fmt::format("// Computes {}.{}\nextern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n{}}}\n\n",
-                       join(function.stages, ", "), width, threads, function.name, parameters, body_);
+    sharedWithTwin_ = false;
+    return body_;
   }
 
   std::string hostSignature() const {
@@ -706,10 +747,10 @@ private:
                                      expr(*choice)));
         }
         line(indent, fmt::format("EMMY_LAUNCH_SIZED({}, dim3({}), dim3({}), emmy_shared_bytes, stream, {});", function.name,
-                                 grid, block, join(kernelParameters(ParameterText::Spelled, function.indexBits), ", ")));
+                                 grid, block, join(kernelParameters(ParameterText::Spelled, indexTypeOf(function)), ", ")));
       } else {
         line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
-                                 join(kernelParameters(ParameterText::Spelled, function.indexBits), ", ")));
+                                 join(kernelParameters(ParameterText::Spelled, indexTypeOf(function)), ", ")));
       }
       line(indent, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(indent + 1, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
@@ -746,6 +787,7 @@ private:
 
   const kernel::Program& program_;
   mutable bool wrapping_ = false;  // printing a user value (value()), not index arithmetic
+  bool sharedWithTwin_ = false;    // printing the body a kernel shares with its 64-bit twin
   std::optional<kernel::IndexArithmetic> indices_;  // of the kernel being printed, when it has 32-bit indices
   std::string body_;
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
@@ -1128,6 +1170,12 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 )";
 
 }  // namespace
+
+bool callsSharedBody(std::string_view line) {
+  for (const char* type : {"<int32_t>(", "<int64_t>("})
+    if (line.find(std::string(kSharedBodySuffix) + type) != std::string_view::npos) return true;
+  return false;
+}
 
 GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::string& baseName,
                        const std::string& sourceFile) {

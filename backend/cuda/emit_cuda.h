@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/kernel/nodes.h"
@@ -16,6 +17,10 @@ struct GeneratedCuda {
   std::string source;    // NAME.cu
   std::string header;    // NAME.h
 };
+
+// Whether a line of generated CUDA is a kernel's call of the body it shares with its 64-bit twin (the
+// profile counts an access at the body's statement, not there).
+bool callsSharedBody(std::string_view line);
 
 // `sourceFile` is named in the files' first line.
 GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::string& baseName,

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda/emit_cuda.h"
 #include "backend/harness.h"
 #include "support/diagnostics.h"
 #include "support/process.h"
@@ -64,10 +65,11 @@ struct RawSite {
 
 // The line in `cuFileName` of each site (an address in the access's instruction): the outermost frame of the address's inline chain
 // that lies in the .cu (an access in an inlined helper, of the simulation header or of the .cu's prelude,
-// is the kernel line that called it). addr2line prints, per address, "0xADDR: FILE:LINE ..." and then
-// " (inlined by) FILE:LINE ..." from the innermost frame out.
+// is the kernel line that called it), but for a kernel's call of the body it shares with its 64-bit twin
+// (the statement in that body is the site). addr2line prints, per address, "0xADDR: FILE:LINE ..." and
+// then " (inlined by) FILE:LINE ..." from the innermost frame out.
 std::map<uint64_t, int> linesOf(const std::vector<uint64_t>& addresses, const fs::path& program,
-                                const std::string& cuFileName) {
+                                const std::string& cuFileName, const std::string& cuSource) {
   std::map<uint64_t, int> lines;
   if (addresses.empty()) return lines;
   std::vector<std::string> command = {"addr2line", "-e", program.string(), "-a", "-i", "-p"};
@@ -79,6 +81,9 @@ std::map<uint64_t, int> linesOf(const std::vector<uint64_t>& addresses, const fs
     return lines;  // no addr2line: the sites stay unnamed
   }
   if (outcome.kind != ProcessOutcome::Kind::Exited || outcome.code != 0) return lines;
+  std::vector<std::string> cuRows;
+  std::istringstream cuText(cuSource);
+  for (std::string row; std::getline(cuText, row);) cuRows.push_back(row);
   std::istringstream text(outcome.output);
   uint64_t current = 0;
   for (std::string row; std::getline(text, row);) {
@@ -97,7 +102,8 @@ std::map<uint64_t, int> linesOf(const std::vector<uint64_t>& addresses, const fs
     if (colon == std::string::npos) continue;
     if (fs::path(frame.substr(0, colon)).filename() != cuFileName) continue;
     try {
-      lines[current] = std::stoi(frame.substr(colon + 1));
+      int line = std::stoi(frame.substr(colon + 1));
+      if (line < 1 || static_cast<size_t>(line) > cuRows.size() || !cuda::callsSharedBody(cuRows[line - 1])) lines[current] = line;
     } catch (const std::exception&) {
     }
   }
@@ -152,7 +158,7 @@ Profile readProfile(const fs::path& profileFile, const fs::path& program, const 
   }
   std::sort(addresses.begin(), addresses.end());
   addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
-  std::map<uint64_t, int> lines = linesOf(addresses, program, cuFileName);
+  std::map<uint64_t, int> lines = linesOf(addresses, program, cuFileName, cuSource);
   for (size_t k = 0; k < profile.kernels.size(); ++k) {
     // Several instructions of one line (an unrolled loop's copies, a load and a store of one statement)
     // are one site per kind of access.

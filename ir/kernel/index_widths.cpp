@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <string_view>
 
+#include <fmt/format.h>
 
 namespace emmy::kernel {
 
@@ -116,10 +118,117 @@ std::optional<int64_t> constantOf(const Expr& e) {
 
 IndexArithmetic::IndexArithmetic(const Function& function) : function_(function) { scopes_.emplace_back(); }
 
-std::optional<IndexBound> IndexArithmetic::variable(const std::string& name) const {
+const IndexArithmetic::Variable* IndexArithmetic::variable(const std::string& name) const {
   for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
-    if (auto found = scope->find(name); found != scope->end()) return found->second;
-  return std::nullopt;
+    if (auto found = scope->find(name); found != scope->end()) return &found->second;
+  return nullptr;
+}
+
+void IndexArithmetic::defineVariable(const std::string& name, std::optional<IndexBound> bound,
+                                     std::optional<ExactForm> exact) {
+  if (!exact && bound) {
+    std::string atom = fmt::format("#{}", atomBounds_.size());
+    atomBounds_[atom] = *bound;
+    exact = ExactForm{{{atom}, 1}};
+  }
+  scopes_.back()[name] = {std::move(bound), std::move(exact)};
+}
+
+namespace {
+
+// Exact forms stay small: a few terms of low degree, coefficients that do not overflow.
+constexpr size_t kMostExactTerms = 16;
+constexpr size_t kMostExactDegree = 4;
+constexpr int kExactFormLevels = 6;
+
+using ExactForm = IndexArithmetic::ExactForm;
+
+std::optional<ExactForm> exactSum(const ExactForm& a, const ExactForm& b, int64_t sign) {
+  ExactForm result = a;
+  for (const auto& [monomial, coefficient] : b) {
+    int64_t& total = result[monomial];
+    int64_t signedCoefficient;
+    if (__builtin_mul_overflow(coefficient, sign, &signedCoefficient) ||
+        __builtin_add_overflow(total, signedCoefficient, &total))
+      return std::nullopt;
+    if (total == 0) result.erase(monomial);
+  }
+  if (result.size() > kMostExactTerms) return std::nullopt;
+  return result;
+}
+
+std::optional<ExactForm> exactProduct(const ExactForm& a, const ExactForm& b) {
+  ExactForm result;
+  for (const auto& [left, x] : a)
+    for (const auto& [right, y] : b) {
+      std::vector<std::string> monomial = left;
+      monomial.insert(monomial.end(), right.begin(), right.end());
+      std::sort(monomial.begin(), monomial.end());
+      int64_t term;
+      if (monomial.size() > kMostExactDegree || __builtin_mul_overflow(x, y, &term)) return std::nullopt;
+      int64_t& total = result[monomial];
+      if (__builtin_add_overflow(total, term, &total)) return std::nullopt;
+      if (total == 0) result.erase(monomial);
+    }
+  if (result.size() > kMostExactTerms) return std::nullopt;
+  return result;
+}
+
+constexpr const char* kSizeAtom = "size:";
+constexpr const char* kHardwareAtom = "hardware:";
+
+}  // namespace
+
+std::optional<ExactForm> IndexArithmetic::exactFormOf(const Expr& e, int levels) const {
+  if (levels < 0 || e.dtype != DType::I64) return std::nullopt;
+  if (const auto* immediate = e.as<IntImm>())
+    return immediate->value == 0 ? ExactForm{} : ExactForm{{{}, immediate->value}};
+  if (const auto* size = e.as<SizeVar>()) return ExactForm{{{kSizeAtom + size->name}, 1}};
+  if (const auto* axis = e.as<AxisVar>()) {
+    if (isHardwareIndex(axis->name) || isLaunchSharedBytes(axis->name)) return ExactForm{{{kHardwareAtom + axis->name}, 1}};
+    const Variable* defined = variable(axis->name);
+    return defined ? defined->exact : std::nullopt;
+  }
+  if (const auto* negation = e.as<Unary>(); negation && negation->op == UnaryOp::Neg) {
+    std::optional<ExactForm> operand = exactFormOf(*negation->operand, levels - 1);
+    return operand ? exactSum({}, *operand, -1) : std::nullopt;
+  }
+  const auto* binary = e.as<Binary>();
+  if (!binary || (binary->op != BinaryOp::Add && binary->op != BinaryOp::Sub && binary->op != BinaryOp::Mul))
+    return std::nullopt;
+  std::optional<ExactForm> a = exactFormOf(*binary->lhs, levels - 1);
+  if (!a) return std::nullopt;
+  std::optional<ExactForm> b = exactFormOf(*binary->rhs, levels - 1);
+  if (!b) return std::nullopt;
+  if (binary->op == BinaryOp::Mul) return exactProduct(*a, *b);
+  return exactSum(*a, *b, binary->op == BinaryOp::Add ? 1 : -1);
+}
+
+std::optional<IndexBound> IndexArithmetic::boundOfExactForm(const ExactForm& form) const {
+  std::optional<IndexBound> total = IndexBound{};
+  for (const auto& [monomial, coefficient] : form) {
+    std::optional<IndexBound> term = constantBound(coefficient);
+    for (const std::string& atom : monomial) {
+      std::optional<IndexBound> factor;
+      if (atom.starts_with(kSizeAtom)) factor = boundOf(SizeVar(atom.substr(std::string_view(kSizeAtom).size())));
+      else if (atom.starts_with(kHardwareAtom)) factor = boundOf(AxisVar(atom.substr(std::string_view(kHardwareAtom).size())));
+      else factor = atomBounds_.at(atom);
+      if (!factor) return std::nullopt;
+      term = product(*term, *factor);
+      if (!term) return std::nullopt;
+    }
+    total = sum(*total, *term, false);
+    if (!total) return std::nullopt;
+  }
+  return total;
+}
+
+IndexBound IndexArithmetic::tightenedByExactForm(const Expr& e, IndexBound operands) const {
+  std::optional<ExactForm> form = exactFormOf(e, kExactFormLevels);
+  std::optional<IndexBound> exact = form ? boundOfExactForm(*form) : std::nullopt;
+  if (!exact) return operands;
+  exact->nonnegative = operands.nonnegative;  // the same value
+  return tighter(operands, *exact);
 }
 
 std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e) const {
@@ -156,7 +265,8 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
         if (grid) grid->nonnegative = true;
         return bounded(grid);
       }
-      return bounded(variable(name));
+      const Variable* defined = variable(name);
+      return bounded(defined ? defined->bound : std::nullopt);
     } else if constexpr (std::is_same_v<Node, Load>) {
       for (const ExprPtr& index : node.indices) boundOf(*index, each);
       if (node.padValue) boundOf(*node.padValue, each);
@@ -176,8 +286,11 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
       std::optional<IndexBound> a = boundOf(*node.lhs, each), b = boundOf(*node.rhs, each);
       if (!a || !b || node.dtype != DType::I64) return std::nullopt;
       switch (node.op) {
-        case BinaryOp::Add: return bounded(sum(*a, *b, a->nonnegative && b->nonnegative));
-        case BinaryOp::Sub: return bounded(sum(*a, *b, false));
+        case BinaryOp::Add:
+        case BinaryOp::Sub: {
+          std::optional<IndexBound> operands = sum(*a, *b, node.op == BinaryOp::Add && a->nonnegative && b->nonnegative);
+          return bounded(operands ? std::optional(tightenedByExactForm(node, *operands)) : std::nullopt);
+        }
         case BinaryOp::Mul: return bounded(product(*a, *b));
         case BinaryOp::Div:
           if (std::optional<Monomial> divisor = monomialOf(*node.rhs))
@@ -224,11 +337,13 @@ std::optional<IndexBound> IndexArithmetic::define(const For& loop) {
     increment = sum(*var, *step, false);
   }
   if (!increment) var.reset();
-  scopes_.back()[loop.var] = var;
+  defineVariable(loop.var, var, std::nullopt);
   return increment;
 }
 
-void IndexArithmetic::define(const Let& let) { scopes_.back()[let.var] = boundOf(*let.value); }
+void IndexArithmetic::define(const Let& let) {
+  defineVariable(let.var, boundOf(*let.value), exactFormOf(*let.value, kExactFormLevels));
+}
 
 namespace {
 
@@ -331,7 +446,7 @@ Program chooseIndexWidths(const Program& program) {
     }
     narrow.indicesFit = indicesFit(bound);
     Function wide = function;
-    wide.name = function.name + "__i64";  // no kernel the lowering names otherwise ends so  // no kernel the lowering names otherwise ends so
+    wide.name = function.name + kWideTwinSuffix;
     wide.indicesFit = narrow.indicesFit;
     result.functions.push_back(std::move(narrow));
     result.functions.push_back(std::move(wide));

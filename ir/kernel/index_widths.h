@@ -46,11 +46,29 @@ public:
   std::optional<IndexBound> define(const For& loop);
   void define(const Let& let);
 
+  // An index value as an exact polynomial with integer coefficients in atoms: sizes, hardware indices
+  // and variables whose values are not such polynomials (`#N`, N counting definitions, so that a
+  // shadowing name is another atom). A difference of two such values cancels what they share (a
+  // copy's step, `along * K + k + 8 - (along * K + k)`, is 8), which the bounds of its operands cannot.
+  using ExactForm = std::map<std::vector<std::string>, int64_t>;
+
 private:
-  std::optional<IndexBound> variable(const std::string& name) const;
+  struct Variable {
+    std::optional<IndexBound> bound;
+    std::optional<ExactForm> exact;
+  };
+  const Variable* variable(const std::string& name) const;
+  void defineVariable(const std::string& name, std::optional<IndexBound> bound, std::optional<ExactForm> exact);
+  // The exact form of `e`, where it has a small one within a few levels (beyond, nothing: the bounds
+  // then come from the operands alone, and a deep expression costs no more than before).
+  std::optional<ExactForm> exactFormOf(const Expr& e, int levels) const;
+  std::optional<IndexBound> boundOfExactForm(const ExactForm& form) const;
+  // The bound of a sum or difference through its exact form, where that is tighter than `operands'`.
+  IndexBound tightenedByExactForm(const Expr& e, IndexBound operands) const;
 
   const Function& function_;
-  std::vector<std::map<std::string, std::optional<IndexBound>>> scopes_;
+  std::vector<std::map<std::string, Variable>> scopes_;
+  std::map<std::string, IndexBound> atomBounds_;  // of the atoms `#N`
 };
 
 // The bound of every index value of `function` as one polynomial (each coefficient the largest any value
@@ -66,5 +84,7 @@ bool isIndexLimit(const std::string& name);
 inline constexpr int64_t kIndexLimit = 2147483647;
 
 Program chooseIndexWidths(const Program& program);
+// The suffix of a 64-bit twin's name (no kernel the lowering names otherwise ends so).
+inline constexpr const char* kWideTwinSuffix = "__i64";
 
 }  // namespace emmy::kernel

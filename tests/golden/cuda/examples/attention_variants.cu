@@ -288,17 +288,19 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes logits__sum. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
-  for (int32_t b_h = (int32_t)blockIdx.z; b_h < (B * H); b_h += (int32_t)gridDim.z) {
-    const int32_t b = (b_h / H);
-    const int32_t h = (b_h % H);
-    for (int32_t s_tile = (int32_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (int32_t)gridDim.y) {
-      for (int32_t l_tile = (int32_t)blockIdx.x; l_tile < ((L + 255) / 256); l_tile += (int32_t)gridDim.x) {
-        const int32_t logits__sum__lane = (int32_t)threadIdx.x;
-        const int32_t logits__sum__warp_col = (int32_t)threadIdx.y;
-        const int32_t logits__sum__warp_row = (int32_t)threadIdx.z;
-        const int32_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
+// Computes logits__sum with indices of type emmy_index_t: int32_t in biased__k0, which the launcher runs where every index fits,
+// int64_t in biased__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void biased__k0__body(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b_h = (emmy_index_t)blockIdx.z; b_h < (B * H); b_h += (emmy_index_t)gridDim.z) {
+    const emmy_index_t b = (b_h / H);
+    const emmy_index_t h = (b_h % H);
+    for (emmy_index_t s_tile = (emmy_index_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t l_tile = (emmy_index_t)blockIdx.x; l_tile < ((L + 255) / 256); l_tile += (emmy_index_t)gridDim.x) {
+        const emmy_index_t logits__sum__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t logits__sum__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t logits__sum__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
         EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
@@ -309,103 +311,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
         EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
         alignas(16) float logits__sum__accumulators[128];
         #pragma unroll
-        for (int32_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
+        for (emmy_index_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
           logits__sum__accumulators[logits__sum__element] = 0.0f;
         }
         alignas(16) int32_t logits__sum__a_fragments[16];
         alignas(16) int32_t logits__sum__b_fragments[16];
-        const int32_t logits__sum__slices = ((E + 15) / 16);
-        const int32_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__a_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
-        const int32_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__b_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__slices = ((E + 15) / 16);
+        const emmy_index_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__a_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__b_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
         if ((0 < logits__sum__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-            const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-            const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-            const int32_t e = (logits__sum__a_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+            const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+            const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+            const emmy_index_t e = (logits__sum__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-            const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-            const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-            const int32_t e = (logits__sum__b_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+            const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+            const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+            const emmy_index_t e = (logits__sum__b_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<3>();
           if ((1 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (16 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (16 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
           emmy_wait_for_copies<3>();
           if ((2 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (32 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (32 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
         }
-        for (int32_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
+        for (emmy_index_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
           if ((logits__sum__slice < logits__sum__slices)) {
             emmy_wait_for_copies<2>();
             __syncthreads();
             if (((logits__sum__slice + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -416,34 +418,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
             __syncthreads();
             if ((((logits__sum__slice + 1) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -454,34 +456,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
             __syncthreads();
             if ((((logits__sum__slice + 2) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -492,34 +494,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
             __syncthreads();
             if ((((logits__sum__slice + 3) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -528,14 +530,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+        for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
           #pragma unroll
-          for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+          for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
             #pragma unroll
-            for (int32_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
-              const int32_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
+            for (emmy_index_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
+              const emmy_index_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
               if ((s < S)) {
-                const int32_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
+                const emmy_index_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
                 if ((((unsigned long long)(const void*)&logits__sum[((((((b * H) + h) * S) + s) * L) + l)]) & 7) == 0 && ((l + 1) < L)) {
                   alignas(16) float logits__sum__vector[2];
                   logits__sum__vector[0] = logits__sum__accumulators[((((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4) + (logits__sum__half * 2))];
@@ -557,354 +559,94 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q,
     }
   }
 }
-
-// Computes logits__sum.
-extern "C" __global__ void __launch_bounds__(256, 1) biased__k0__i64(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t b_h = (int64_t)blockIdx.z; b_h < (B * H); b_h += (int64_t)gridDim.z) {
-    const int64_t b = (b_h / H);
-    const int64_t h = (b_h % H);
-    for (int64_t s_tile = (int64_t)blockIdx.y; s_tile < ((S + (int64_t)127) / (int64_t)128); s_tile += (int64_t)gridDim.y) {
-      for (int64_t l_tile = (int64_t)blockIdx.x; l_tile < ((L + (int64_t)255) / (int64_t)256); l_tile += (int64_t)gridDim.x) {
-        const int64_t logits__sum__lane = (int64_t)threadIdx.x;
-        const int64_t logits__sum__warp_col = (int64_t)threadIdx.y;
-        const int64_t logits__sum__warp_row = (int64_t)threadIdx.z;
-        const int64_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * (int64_t)4)) * (int64_t)32));
-        EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_3, 2048);
-        EMMY_SHARED(__half, logits__sum__b_slices_0, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_1, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_2, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
-        alignas(16) float logits__sum__accumulators[128];
-        #pragma unroll
-        for (int64_t logits__sum__element = (int64_t)0; logits__sum__element < (int64_t)128; logits__sum__element += (int64_t)1) {
-          logits__sum__accumulators[logits__sum__element] = 0.0f;
-        }
-        alignas(16) int32_t logits__sum__a_fragments[16];
-        alignas(16) int32_t logits__sum__b_fragments[16];
-        const int64_t logits__sum__slices = ((E + (int64_t)15) / (int64_t)16);
-        const int64_t logits__sum__a_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__a_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * (int64_t)16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        const int64_t logits__sum__b_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__b_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * (int64_t)16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        if (((int64_t)0 < logits__sum__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-            const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-            const int64_t e = (logits__sum__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-            const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-            const int64_t e = (logits__sum__b_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)1 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)2 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-        }
-        for (int64_t logits__sum__slice = (int64_t)0; logits__sum__slice < logits__sum__slices; logits__sum__slice += (int64_t)4) {
-          if ((logits__sum__slice < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)1) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)1) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)2) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)2) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)3) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-          #pragma unroll
-          for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-            #pragma unroll
-            for (int64_t logits__sum__half = (int64_t)0; logits__sum__half < (int64_t)2; logits__sum__half += (int64_t)1) {
-              const int64_t s = ((((s_tile * (int64_t)128) + (logits__sum__warp_row * (int64_t)64)) + ((logits__sum__row_tile * (int64_t)16) + (logits__sum__half * (int64_t)8))) + (logits__sum__lane / (int64_t)4));
-              if ((s < S)) {
-                const int64_t l = ((((l_tile * (int64_t)256) + (logits__sum__warp_col * (int64_t)64)) + (logits__sum__col_tile * (int64_t)8)) + ((logits__sum__lane % (int64_t)4) * (int64_t)2));
-                if ((((unsigned long long)(const void*)&logits__sum[((((((b * H) + h) * S) + s) * L) + l)]) & 7) == 0 && ((l + (int64_t)1) < L)) {
-                  alignas(16) float logits__sum__vector[2];
-                  logits__sum__vector[(int64_t)0] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  logits__sum__vector[(int64_t)1] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  *reinterpret_cast<uint2*>(&logits__sum[((((((b * H) + h) * S) + s) * L) + l)]) = *reinterpret_cast<const uint2*>(logits__sum__vector);
-                } else {
-                  if ((l < L)) {
-                    logits__sum[((((((b * H) + h) * S) + s) * L) + l)] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  }
-                  if (((l + (int64_t)1) < L)) {
-                    logits__sum[(((((((b * H) + h) * S) + s) * L) + l) + (int64_t)1)] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) biased__k0(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  biased__k0__body<int32_t>(q, k, v, bias, o, logits__sum, B, H, S, E, L);
 }
 
-// Computes m, o__sum, o__sum_1, o. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
-  for (int32_t b_h = (int32_t)blockIdx.y; b_h < (B * H); b_h += (int32_t)gridDim.y) {
-    const int32_t b = (b_h / H);
-    const int32_t h = (b_h % H);
-    for (int32_t s_block = (int32_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (int32_t)gridDim.x) {
-      for (int32_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
+// Computes logits__sum (the body of biased__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) biased__k0__i64(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  biased__k0__body<int64_t>(q, k, v, bias, o, logits__sum, B, H, S, E, L);
+}
+
+// Computes m, o__sum, o__sum_1, o with indices of type emmy_index_t: int32_t in biased__k1, which the launcher runs where every index fits,
+// int64_t in biased__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void biased__k1__body(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b_h = (emmy_index_t)blockIdx.y; b_h < (B * H); b_h += (emmy_index_t)gridDim.y) {
+    const emmy_index_t b = (b_h / H);
+    const emmy_index_t h = (b_h % H);
+    for (emmy_index_t s_block = (emmy_index_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (emmy_index_t)gridDim.x) {
+      for (emmy_index_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
         EMMY_SHARED(__half, v_shared, 4096);
         EMMY_SHARED(float, bias_shared, 1056);
         EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int32_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
-          const int32_t logits__sum_shared_element_1 = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
-          const int32_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / 32) % 16);
-          const int32_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % 32);
+        for (emmy_index_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
+          const emmy_index_t logits__sum_shared_element_1 = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
+          const emmy_index_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / 32) % 16);
+          const emmy_index_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % 32);
           emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_1 * 33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * 16) + logits__sum_shared_2_1)) * L) + logits__sum_shared_3_1), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * 16) + logits__sum_shared_2_1) < S)) && (logits__sum_shared_3_1 < L)));
         }
-        for (int32_t bias_shared_element_1__trip = 0; bias_shared_element_1__trip < 2; bias_shared_element_1__trip += 1) {
-          const int32_t bias_shared_element_1 = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (bias_shared_element_1__trip * 256));
-          const int32_t bias_shared_0_1 = ((bias_shared_element_1 / 32) % 16);
-          const int32_t bias_shared_1_1 = (bias_shared_element_1 % 32);
+        for (emmy_index_t bias_shared_element_1__trip = 0; bias_shared_element_1__trip < 2; bias_shared_element_1__trip += 1) {
+          const emmy_index_t bias_shared_element_1 = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (bias_shared_element_1__trip * 256));
+          const emmy_index_t bias_shared_0_1 = ((bias_shared_element_1 / 32) % 16);
+          const emmy_index_t bias_shared_1_1 = (bias_shared_element_1 % 32);
           emmy_copy_async(bias_shared, ((bias_shared_0_1 * 33) + bias_shared_1_1), bias, ((((s_block * 16) + bias_shared_0_1) * L) + bias_shared_1_1), ((((s_block * 16) + bias_shared_0_1) < S) && (bias_shared_1_1 < L)));
         }
-        const int32_t v_shared_vector_1 = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-        const int32_t v_shared_element_1 = (v_shared_vector_1 * 8);
-        const int32_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
-        const int32_t v_shared_3_1 = (v_shared_element_1 % 64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * 64) + v_shared_3_1), v, ((((b_h * L) + v_shared_2_1) * E) + ((e_block * 64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_1 < L)) ? (E - ((e_block * 64) + v_shared_3_1)) : (int32_t)0);
+        const emmy_index_t v_shared_vector_1 = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+        const emmy_index_t v_shared_element_1 = (v_shared_vector_1 * 8);
+        const emmy_index_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
+        const emmy_index_t v_shared_3_1 = (v_shared_element_1 % 64);
+        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * 64) + v_shared_3_1), v, ((((b_h * L) + v_shared_2_1) * E) + ((e_block * 64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_1 < L)) ? (E - ((e_block * 64) + v_shared_3_1)) : (emmy_index_t)0);
         emmy_wait_for_copies<1>();
         float m__acc;
         m__acc = -INFINITY;
         float o__sum_1__acc;
         o__sum_1__acc = 0.0f;
         alignas(16) float o__sum__acc[4];
-        const int32_t s_thread = (int32_t)threadIdx.y;
-        const int32_t s = ((s_block * 16) + s_thread);
+        const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+        const emmy_index_t s = ((s_block * 16) + s_thread);
         if ((s < S)) {
-          const int32_t e_thread = (int32_t)threadIdx.x;
+          const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
           #pragma unroll
-          for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-            const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+          for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+            const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
             if ((e < E)) {
               o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = 0.0f;
             }
           }
         }
-        for (int32_t l_tile = 0; l_tile < ((L + 31) / 32); l_tile += 1) {
+        for (emmy_index_t l_tile = 0; l_tile < ((L + 31) / 32); l_tile += 1) {
           if (((l_tile + 1) < ((L + 31) / 32))) {
             __syncthreads();
-            for (int32_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
-              const int32_t logits__sum_shared_element = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
-              const int32_t logits__sum_shared_2 = ((logits__sum_shared_element / 32) % 16);
-              const int32_t logits__sum_shared_3 = (logits__sum_shared_element % 32);
+            for (emmy_index_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
+              const emmy_index_t logits__sum_shared_element = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
+              const emmy_index_t logits__sum_shared_2 = ((logits__sum_shared_element / 32) % 16);
+              const emmy_index_t logits__sum_shared_3 = (logits__sum_shared_element % 32);
               emmy_copy_async(logits__sum_shared, ((((((l_tile + 1) % 2) * 16) + logits__sum_shared_2) * 33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * 16) + logits__sum_shared_2)) * L) + (((l_tile + 1) * 32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * 16) + logits__sum_shared_2) < S)) && ((((l_tile + 1) * 32) + logits__sum_shared_3) < L)));
             }
-            for (int32_t bias_shared_element__trip = 0; bias_shared_element__trip < 2; bias_shared_element__trip += 1) {
-              const int32_t bias_shared_element = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (bias_shared_element__trip * 256));
-              const int32_t bias_shared_0 = ((bias_shared_element / 32) % 16);
-              const int32_t bias_shared_1 = (bias_shared_element % 32);
+            for (emmy_index_t bias_shared_element__trip = 0; bias_shared_element__trip < 2; bias_shared_element__trip += 1) {
+              const emmy_index_t bias_shared_element = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (bias_shared_element__trip * 256));
+              const emmy_index_t bias_shared_0 = ((bias_shared_element / 32) % 16);
+              const emmy_index_t bias_shared_1 = (bias_shared_element % 32);
               emmy_copy_async(bias_shared, ((((((l_tile + 1) % 2) * 16) + bias_shared_0) * 33) + bias_shared_1), bias, ((((s_block * 16) + bias_shared_0) * L) + (((l_tile + 1) * 32) + bias_shared_1)), ((((s_block * 16) + bias_shared_0) < S) && ((((l_tile + 1) * 32) + bias_shared_1) < L)));
             }
-            const int32_t v_shared_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-            const int32_t v_shared_element = (v_shared_vector * 8);
-            const int32_t v_shared_2 = ((v_shared_element / 64) % 32);
-            const int32_t v_shared_3 = (v_shared_element % 64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, ((((b_h * L) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2) < L)) ? (E - ((e_block * 64) + v_shared_3)) : (int32_t)0);
+            const emmy_index_t v_shared_vector = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+            const emmy_index_t v_shared_element = (v_shared_vector * 8);
+            const emmy_index_t v_shared_2 = ((v_shared_element / 64) % 32);
+            const emmy_index_t v_shared_3 = (v_shared_element % 64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, ((((b_h * L) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2) < L)) ? (E - ((e_block * 64) + v_shared_3)) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<1>();
-          const int32_t s_thread = (int32_t)threadIdx.y;
-          const int32_t s = ((s_block * 16) + s_thread);
-          const int32_t e_thread = (int32_t)threadIdx.x;
+          const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((s_block * 16) + s_thread);
+          const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
           float m__next;
           float o__rescale;
           m__next = m__acc;
           __syncthreads();
-          for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-            const int32_t l = ((l_tile * 32) + l_in);
+          for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+            const emmy_index_t l = ((l_tile * 32) + l_in);
             if ((l < L)) {
               m__next = emmy_max(m__next, ((logits__sum_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) + bias_shared[(((((l_tile % 2) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))]));
             }
@@ -913,14 +655,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
           m__acc = m__next;
           o__sum_1__acc = (o__sum_1__acc * o__rescale);
           #pragma unroll
-          for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-            const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+          for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+            const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
             if ((e < E)) {
               o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale);
             }
           }
-          for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-            const int32_t l = ((l_tile * 32) + l_in);
+          for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+            const emmy_index_t l = ((l_tile * 32) + l_in);
             if ((l < L)) {
               float o__weight;
               o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) + bias_shared[(((((l_tile % 2) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
@@ -928,32 +670,32 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
               alignas(16) __half v_shared__lanes[4];
               emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (((e_block * 64) + (e_thread * 4)) - (e_block * 64))));
               #pragma unroll
-              for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+              for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                 o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
               }
             }
           }
         }
         {
-          const int32_t s_thread = (int32_t)threadIdx.y;
-          const int32_t s = ((s_block * 16) + s_thread);
+          const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((s_block * 16) + s_thread);
           if ((s < S)) {
-            const int32_t e_thread = (int32_t)threadIdx.x;
+            const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
             if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * 64) + (e_thread * 4)))]) & 7) == 0 && (((e_block * 64) + ((e_thread * 4) + 3)) < E)) {
               alignas(16) float o__lanes[4];
               float e_register__reciprocal_0;
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0);
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc);
                 }
               }
@@ -963,16 +705,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0));
                   }
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc));
                   }
@@ -985,163 +727,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  biased__k1__body<int32_t>(q, k, v, bias, o, logits__sum, B, H, S, E, L);
+}
 
-// Computes m, o__sum, o__sum_1, o.
+// Computes m, o__sum, o__sum_1, o (the body of biased__k1 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) biased__k1__i64(const __half* q, const __half* k, const __half* v, const float* bias, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t b_h = (int64_t)blockIdx.y; b_h < (B * H); b_h += (int64_t)gridDim.y) {
-    const int64_t b = (b_h / H);
-    const int64_t h = (b_h % H);
-    for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
-      for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
-        EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, bias_shared, 1056);
-        EMMY_SHARED(float, logits__sum_shared, 1056);
-        __syncthreads();
-        for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
-          const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
-          const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
-          const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
-          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_1 * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * L) + logits__sum_shared_3_1), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && (logits__sum_shared_3_1 < L)));
-        }
-        for (int64_t bias_shared_element_1__trip = (int64_t)0; bias_shared_element_1__trip < (int64_t)2; bias_shared_element_1__trip += (int64_t)1) {
-          const int64_t bias_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element_1__trip * (int64_t)256));
-          const int64_t bias_shared_0_1 = ((bias_shared_element_1 / (int64_t)32) % (int64_t)16);
-          const int64_t bias_shared_1_1 = (bias_shared_element_1 % (int64_t)32);
-          emmy_copy_async(bias_shared, ((bias_shared_0_1 * (int64_t)33) + bias_shared_1_1), bias, ((((s_block * (int64_t)16) + bias_shared_0_1) * L) + bias_shared_1_1), ((((s_block * (int64_t)16) + bias_shared_0_1) < S) && (bias_shared_1_1 < L)));
-        }
-        const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
-        const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
-        const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * (int64_t)64) + v_shared_3_1), v, ((((b_h * L) + v_shared_2_1) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_1 < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
-        emmy_wait_for_copies<1>();
-        float m__acc;
-        m__acc = -INFINITY;
-        float o__sum_1__acc;
-        o__sum_1__acc = 0.0f;
-        alignas(16) float o__sum__acc[4];
-        const int64_t s_thread = (int64_t)threadIdx.y;
-        const int64_t s = ((s_block * (int64_t)16) + s_thread);
-        if ((s < S)) {
-          const int64_t e_thread = (int64_t)threadIdx.x;
-          #pragma unroll
-          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-            if ((e < E)) {
-              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = 0.0f;
-            }
-          }
-        }
-        for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
-          if (((l_tile + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
-            __syncthreads();
-            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-              const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < L)));
-            }
-            for (int64_t bias_shared_element__trip = (int64_t)0; bias_shared_element__trip < (int64_t)2; bias_shared_element__trip += (int64_t)1) {
-              const int64_t bias_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element__trip * (int64_t)256));
-              const int64_t bias_shared_0 = ((bias_shared_element / (int64_t)32) % (int64_t)16);
-              const int64_t bias_shared_1 = (bias_shared_element % (int64_t)32);
-              emmy_copy_async(bias_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + bias_shared_0) * (int64_t)33) + bias_shared_1), bias, ((((s_block * (int64_t)16) + bias_shared_0) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)), ((((s_block * (int64_t)16) + bias_shared_0) < S) && ((((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1) < L)));
-            }
-            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
-          }
-          emmy_wait_for_copies<1>();
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          const int64_t e_thread = (int64_t)threadIdx.x;
-          float m__next;
-          float o__rescale;
-          m__next = m__acc;
-          __syncthreads();
-          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-            const int64_t l = ((l_tile * (int64_t)32) + l_in);
-            if ((l < L)) {
-              m__next = emmy_max(m__next, ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))]));
-            }
-          }
-          o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-          m__acc = m__next;
-          o__sum_1__acc = (o__sum_1__acc * o__rescale);
-          #pragma unroll
-          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-            if ((e < E)) {
-              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale);
-            }
-          }
-          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-            const int64_t l = ((l_tile * (int64_t)32) + l_in);
-            if ((l < L)) {
-              float o__weight;
-              o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
-              o__sum_1__acc = (o__sum_1__acc + o__weight);
-              alignas(16) __half v_shared__lanes[4];
-              emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
-              }
-            }
-          }
-        }
-        {
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
-              alignas(16) float o__lanes[4];
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
-                }
-              }
-              *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
-            } else {
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
-                  }
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  biased__k1__body<int64_t>(q, k, v, bias, o, logits__sum, B, H, S, E, L);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -1169,7 +761,7 @@ extern "C" int biased(const __half* q, const __half* k, const __half* v, const f
         return emmy_fail("biased: kernel biased__k0__i64 failed: %s", cudaGetErrorString(error));
     }
   }
-  if ((((((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (4096.0 * (double)H)) + ((double)H * (double)S)) + (128.0 * (double)L)) + ((double)L * (double)S)) + (66.0 * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (4096.0 * (double)H)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(biased__k1, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max((B * H), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, q, k, v, bias, o, logits__sum, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("biased: kernel biased__k1 failed: %s", cudaGetErrorString(error));
@@ -1184,17 +776,19 @@ extern "C" int biased(const __half* q, const __half* k, const __half* v, const f
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes logits__sum. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E) {
-  for (int32_t b_h = (int32_t)blockIdx.z; b_h < (B * H); b_h += (int32_t)gridDim.z) {
-    const int32_t b = (b_h / H);
-    const int32_t h = (b_h % H);
-    for (int32_t s_tile = (int32_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (int32_t)gridDim.y) {
-      for (int32_t l_tile = (int32_t)blockIdx.x; l_tile < ((S + 255) / 256); l_tile += (int32_t)gridDim.x) {
-        const int32_t logits__sum__lane = (int32_t)threadIdx.x;
-        const int32_t logits__sum__warp_col = (int32_t)threadIdx.y;
-        const int32_t logits__sum__warp_row = (int32_t)threadIdx.z;
-        const int32_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
+// Computes logits__sum with indices of type emmy_index_t: int32_t in alibi__k0, which the launcher runs where every index fits,
+// int64_t in alibi__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void alibi__k0__body(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+  for (emmy_index_t b_h = (emmy_index_t)blockIdx.z; b_h < (B * H); b_h += (emmy_index_t)gridDim.z) {
+    const emmy_index_t b = (b_h / H);
+    const emmy_index_t h = (b_h % H);
+    for (emmy_index_t s_tile = (emmy_index_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t l_tile = (emmy_index_t)blockIdx.x; l_tile < ((S + 255) / 256); l_tile += (emmy_index_t)gridDim.x) {
+        const emmy_index_t logits__sum__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t logits__sum__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t logits__sum__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
         EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
@@ -1205,103 +799,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
         EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
         alignas(16) float logits__sum__accumulators[128];
         #pragma unroll
-        for (int32_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
+        for (emmy_index_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
           logits__sum__accumulators[logits__sum__element] = 0.0f;
         }
         alignas(16) int32_t logits__sum__a_fragments[16];
         alignas(16) int32_t logits__sum__b_fragments[16];
-        const int32_t logits__sum__slices = ((E + 15) / 16);
-        const int32_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__a_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
-        const int32_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__b_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__slices = ((E + 15) / 16);
+        const emmy_index_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__a_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__b_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
         if ((0 < logits__sum__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-            const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-            const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-            const int32_t e = (logits__sum__a_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+            const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+            const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+            const emmy_index_t e = (logits__sum__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-            const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-            const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-            const int32_t e = (logits__sum__b_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+            const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+            const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+            const emmy_index_t e = (logits__sum__b_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<3>();
           if ((1 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (16 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (16 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
           emmy_wait_for_copies<3>();
           if ((2 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (32 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (32 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
         }
-        for (int32_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
+        for (emmy_index_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
           if ((logits__sum__slice < logits__sum__slices)) {
             emmy_wait_for_copies<2>();
             __syncthreads();
             if (((logits__sum__slice + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -1312,34 +906,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
             __syncthreads();
             if ((((logits__sum__slice + 1) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -1350,34 +944,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
             __syncthreads();
             if ((((logits__sum__slice + 2) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -1388,34 +982,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
             __syncthreads();
             if ((((logits__sum__slice + 3) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -1424,14 +1018,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+        for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
           #pragma unroll
-          for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+          for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
             #pragma unroll
-            for (int32_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
-              const int32_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
+            for (emmy_index_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
+              const emmy_index_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
               if ((s < S)) {
-                const int32_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
+                const emmy_index_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
                 if ((((unsigned long long)(const void*)&logits__sum[((((((b * H) + h) * S) + s) * S) + l)]) & 7) == 0 && ((l + 1) < S)) {
                   alignas(16) float logits__sum__vector[2];
                   logits__sum__vector[0] = logits__sum__accumulators[((((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4) + (logits__sum__half * 2))];
@@ -1453,340 +1047,80 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, 
     }
   }
 }
-
-// Computes logits__sum.
-extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0__i64(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t b_h = (int64_t)blockIdx.z; b_h < (B * H); b_h += (int64_t)gridDim.z) {
-    const int64_t b = (b_h / H);
-    const int64_t h = (b_h % H);
-    for (int64_t s_tile = (int64_t)blockIdx.y; s_tile < ((S + (int64_t)127) / (int64_t)128); s_tile += (int64_t)gridDim.y) {
-      for (int64_t l_tile = (int64_t)blockIdx.x; l_tile < ((S + (int64_t)255) / (int64_t)256); l_tile += (int64_t)gridDim.x) {
-        const int64_t logits__sum__lane = (int64_t)threadIdx.x;
-        const int64_t logits__sum__warp_col = (int64_t)threadIdx.y;
-        const int64_t logits__sum__warp_row = (int64_t)threadIdx.z;
-        const int64_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * (int64_t)4)) * (int64_t)32));
-        EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_3, 2048);
-        EMMY_SHARED(__half, logits__sum__b_slices_0, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_1, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_2, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
-        alignas(16) float logits__sum__accumulators[128];
-        #pragma unroll
-        for (int64_t logits__sum__element = (int64_t)0; logits__sum__element < (int64_t)128; logits__sum__element += (int64_t)1) {
-          logits__sum__accumulators[logits__sum__element] = 0.0f;
-        }
-        alignas(16) int32_t logits__sum__a_fragments[16];
-        alignas(16) int32_t logits__sum__b_fragments[16];
-        const int64_t logits__sum__slices = ((E + (int64_t)15) / (int64_t)16);
-        const int64_t logits__sum__a_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__a_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * (int64_t)16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        const int64_t logits__sum__b_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__b_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * (int64_t)16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        if (((int64_t)0 < logits__sum__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-            const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-            const int64_t e = (logits__sum__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-            const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-            const int64_t e = (logits__sum__b_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)1 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)2 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-        }
-        for (int64_t logits__sum__slice = (int64_t)0; logits__sum__slice < logits__sum__slices; logits__sum__slice += (int64_t)4) {
-          if ((logits__sum__slice < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)1) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)1) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)2) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)2) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)3) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((b * H) + h) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * H) + h) * S) + l) * E) + e), ((l < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-          #pragma unroll
-          for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-            #pragma unroll
-            for (int64_t logits__sum__half = (int64_t)0; logits__sum__half < (int64_t)2; logits__sum__half += (int64_t)1) {
-              const int64_t s = ((((s_tile * (int64_t)128) + (logits__sum__warp_row * (int64_t)64)) + ((logits__sum__row_tile * (int64_t)16) + (logits__sum__half * (int64_t)8))) + (logits__sum__lane / (int64_t)4));
-              if ((s < S)) {
-                const int64_t l = ((((l_tile * (int64_t)256) + (logits__sum__warp_col * (int64_t)64)) + (logits__sum__col_tile * (int64_t)8)) + ((logits__sum__lane % (int64_t)4) * (int64_t)2));
-                if ((((unsigned long long)(const void*)&logits__sum[((((((b * H) + h) * S) + s) * S) + l)]) & 7) == 0 && ((l + (int64_t)1) < S)) {
-                  alignas(16) float logits__sum__vector[2];
-                  logits__sum__vector[(int64_t)0] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  logits__sum__vector[(int64_t)1] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  *reinterpret_cast<uint2*>(&logits__sum[((((((b * H) + h) * S) + s) * S) + l)]) = *reinterpret_cast<const uint2*>(logits__sum__vector);
-                } else {
-                  if ((l < S)) {
-                    logits__sum[((((((b * H) + h) * S) + s) * S) + l)] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  }
-                  if (((l + (int64_t)1) < S)) {
-                    logits__sum[(((((((b * H) + h) * S) + s) * S) + l) + (int64_t)1)] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E) {
+  alibi__k0__body<int32_t>(q, k, v, slope, o, logits__sum, B, H, S, E);
 }
 
-// Computes m, o__sum, o__sum_1, o. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E) {
-  for (int32_t b_h = (int32_t)blockIdx.y; b_h < (B * H); b_h += (int32_t)gridDim.y) {
-    const int32_t b = (b_h / H);
-    const int32_t h = (b_h % H);
-    for (int32_t s_block = (int32_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (int32_t)gridDim.x) {
-      for (int32_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
+// Computes logits__sum (the body of alibi__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) alibi__k0__i64(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E) {
+  alibi__k0__body<int64_t>(q, k, v, slope, o, logits__sum, B, H, S, E);
+}
+
+// Computes m, o__sum, o__sum_1, o with indices of type emmy_index_t: int32_t in alibi__k1, which the launcher runs where every index fits,
+// int64_t in alibi__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void alibi__k1__body(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+  for (emmy_index_t b_h = (emmy_index_t)blockIdx.y; b_h < (B * H); b_h += (emmy_index_t)gridDim.y) {
+    const emmy_index_t b = (b_h / H);
+    const emmy_index_t h = (b_h % H);
+    for (emmy_index_t s_block = (emmy_index_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (emmy_index_t)gridDim.x) {
+      for (emmy_index_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
         EMMY_SHARED(__half, v_shared, 4096);
         EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int32_t logits__sum_shared_element_2__trip = 0; logits__sum_shared_element_2__trip < 2; logits__sum_shared_element_2__trip += 1) {
-          const int32_t logits__sum_shared_element_2 = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element_2__trip * 256));
-          const int32_t logits__sum_shared_2_2 = ((logits__sum_shared_element_2 / 32) % 16);
-          const int32_t logits__sum_shared_3_2 = (logits__sum_shared_element_2 % 32);
+        for (emmy_index_t logits__sum_shared_element_2__trip = 0; logits__sum_shared_element_2__trip < 2; logits__sum_shared_element_2__trip += 1) {
+          const emmy_index_t logits__sum_shared_element_2 = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element_2__trip * 256));
+          const emmy_index_t logits__sum_shared_2_2 = ((logits__sum_shared_element_2 / 32) % 16);
+          const emmy_index_t logits__sum_shared_3_2 = (logits__sum_shared_element_2 % 32);
           emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_2 * 33) + logits__sum_shared_3_2), logits__sum, ((((b_h * S) + ((s_block * 16) + logits__sum_shared_2_2)) * S) + logits__sum_shared_3_2), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * 16) + logits__sum_shared_2_2) < S)) && (logits__sum_shared_3_2 < S)));
         }
-        const int32_t v_shared_vector_2 = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-        const int32_t v_shared_element_2 = (v_shared_vector_2 * 8);
-        const int32_t v_shared_2_2 = ((v_shared_element_2 / 64) % 32);
-        const int32_t v_shared_3_2 = (v_shared_element_2 % 64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_2 * 64) + v_shared_3_2), v, ((((b_h * S) + v_shared_2_2) * E) + ((e_block * 64) + v_shared_3_2)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_2 < S)) ? (E - ((e_block * 64) + v_shared_3_2)) : (int32_t)0);
+        const emmy_index_t v_shared_vector_2 = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+        const emmy_index_t v_shared_element_2 = (v_shared_vector_2 * 8);
+        const emmy_index_t v_shared_2_2 = ((v_shared_element_2 / 64) % 32);
+        const emmy_index_t v_shared_3_2 = (v_shared_element_2 % 64);
+        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_2 * 64) + v_shared_3_2), v, ((((b_h * S) + v_shared_2_2) * E) + ((e_block * 64) + v_shared_3_2)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_2 < S)) ? (E - ((e_block * 64) + v_shared_3_2)) : (emmy_index_t)0);
         emmy_wait_for_copies<1>();
         float m__acc;
         m__acc = -INFINITY;
         float o__sum_1__acc;
         o__sum_1__acc = 0.0f;
         alignas(16) float o__sum__acc[4];
-        const int32_t s_thread = (int32_t)threadIdx.y;
-        const int32_t s = ((s_block * 16) + s_thread);
+        const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+        const emmy_index_t s = ((s_block * 16) + s_thread);
         if ((s < S)) {
-          const int32_t e_thread = (int32_t)threadIdx.x;
+          const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
           #pragma unroll
-          for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-            const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+          for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+            const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
             if ((e < E)) {
               o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = 0.0f;
             }
           }
         }
-        for (int32_t l_tile = 0; l_tile < emmy_min(((S + 31) / 32), emmy_max(0, ((46 - (0 - ((s_block * 16) + 1))) / 32))); l_tile += 1) {
-          if ((l_tile < emmy_min(emmy_min(((S + 31) / 32), emmy_max(0, ((46 - (0 - ((s_block * 16) + 1))) / 32))), emmy_max(0, ((0 - (0 - ((s_block * 16) + 1))) / 32))))) {
+        for (emmy_index_t l_tile = 0; l_tile < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((46 - (0 - ((s_block * 16) + 1))) / 32))); l_tile += 1) {
+          if ((l_tile < emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((46 - (0 - ((s_block * 16) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((s_block * 16) + 1))) / 32))))) {
             if (((l_tile + 1) < ((S + 31) / 32))) {
               __syncthreads();
-              for (int32_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
-                const int32_t logits__sum_shared_element_1 = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
-                const int32_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / 32) % 16);
-                const int32_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % 32);
+              for (emmy_index_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
+                const emmy_index_t logits__sum_shared_element_1 = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
+                const emmy_index_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / 32) % 16);
+                const emmy_index_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % 32);
                 emmy_copy_async(logits__sum_shared, ((((((l_tile + 1) % 2) * 16) + logits__sum_shared_2_1) * 33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * 16) + logits__sum_shared_2_1)) * S) + (((l_tile + 1) * 32) + logits__sum_shared_3_1)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * 16) + logits__sum_shared_2_1) < S)) && ((((l_tile + 1) * 32) + logits__sum_shared_3_1) < S)));
               }
-              const int32_t v_shared_vector_1 = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-              const int32_t v_shared_element_1 = (v_shared_vector_1 * 8);
-              const int32_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
-              const int32_t v_shared_3_1 = (v_shared_element_1 % 64);
-              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2_1) * 64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + 1) * 32) + v_shared_2_1)) * E) + ((e_block * 64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2_1) < S)) ? (E - ((e_block * 64) + v_shared_3_1)) : (int32_t)0);
+              const emmy_index_t v_shared_vector_1 = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t v_shared_element_1 = (v_shared_vector_1 * 8);
+              const emmy_index_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
+              const emmy_index_t v_shared_3_1 = (v_shared_element_1 % 64);
+              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2_1) * 64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + 1) * 32) + v_shared_2_1)) * E) + ((e_block * 64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2_1) < S)) ? (E - ((e_block * 64) + v_shared_3_1)) : (emmy_index_t)0);
             }
             emmy_wait_for_copies<1>();
-            const int32_t s_thread = (int32_t)threadIdx.y;
-            const int32_t s = ((s_block * 16) + s_thread);
+            const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((s_block * 16) + s_thread);
             __syncthreads();
             if ((s < S)) {
-              const int32_t e_thread = (int32_t)threadIdx.x;
-              for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-                const int32_t l = ((l_tile * 32) + l_in);
+              const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
+              for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+                const emmy_index_t l = ((l_tile * 32) + l_in);
                 if ((l < S)) {
                   float m__next;
                   float o__rescale;
@@ -1800,14 +1134,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
                     alignas(16) __half v_shared__lanes[4];
                     emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (((e_block * 64) + (e_thread * 4)) - (e_block * 64))));
                     #pragma unroll
-                    for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                      const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                    for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                      const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                       o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = ((o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
                     }
                   } else {
                     #pragma unroll
-                    for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                      const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                    for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                      const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                       if ((e < E)) {
                         o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = ((o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (e - (e_block * 64)))])));
                       }
@@ -1817,52 +1151,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
               }
             }
           }
-          if ((l_tile >= emmy_min(emmy_min(((S + 31) / 32), emmy_max(0, ((46 - (0 - ((s_block * 16) + 1))) / 32))), emmy_max(0, ((0 - (0 - ((s_block * 16) + 1))) / 32))))) {
-            if (((l_tile + 1) < emmy_min(((S + 31) / 32), emmy_max(0, ((46 - (0 - ((s_block * 16) + 1))) / 32))))) {
+          if ((l_tile >= emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((46 - (0 - ((s_block * 16) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((s_block * 16) + 1))) / 32))))) {
+            if (((l_tile + 1) < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((46 - (0 - ((s_block * 16) + 1))) / 32))))) {
               __syncthreads();
-              for (int32_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
-                const int32_t logits__sum_shared_element = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
-                const int32_t logits__sum_shared_2 = ((logits__sum_shared_element / 32) % 16);
-                const int32_t logits__sum_shared_3 = (logits__sum_shared_element % 32);
+              for (emmy_index_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
+                const emmy_index_t logits__sum_shared_element = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
+                const emmy_index_t logits__sum_shared_2 = ((logits__sum_shared_element / 32) % 16);
+                const emmy_index_t logits__sum_shared_3 = (logits__sum_shared_element % 32);
                 emmy_copy_async(logits__sum_shared, ((((((l_tile + 1) % 2) * 16) + logits__sum_shared_2) * 33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * 16) + logits__sum_shared_2)) * S) + (((l_tile + 1) * 32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * 16) + logits__sum_shared_2) < S)) && ((((l_tile + 1) * 32) + logits__sum_shared_3) < S)));
               }
-              const int32_t v_shared_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-              const int32_t v_shared_element = (v_shared_vector * 8);
-              const int32_t v_shared_2 = ((v_shared_element / 64) % 32);
-              const int32_t v_shared_3 = (v_shared_element % 64);
-              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, ((((b_h * S) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2) < S)) ? (E - ((e_block * 64) + v_shared_3)) : (int32_t)0);
+              const emmy_index_t v_shared_vector = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t v_shared_element = (v_shared_vector * 8);
+              const emmy_index_t v_shared_2 = ((v_shared_element / 64) % 32);
+              const emmy_index_t v_shared_3 = (v_shared_element % 64);
+              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, ((((b_h * S) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + 1) * 32) + v_shared_2) < S)) ? (E - ((e_block * 64) + v_shared_3)) : (emmy_index_t)0);
             }
             emmy_wait_for_copies<1>();
-            const int32_t s_thread = (int32_t)threadIdx.y;
-            const int32_t s = ((s_block * 16) + s_thread);
+            const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((s_block * 16) + s_thread);
             __syncthreads();
             if ((s < S)) {
-              const int32_t e_thread = (int32_t)threadIdx.x;
-              for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-                const int32_t l = ((l_tile * 32) + l_in);
+              const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
+              for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+                const emmy_index_t l = ((l_tile * 32) + l_in);
                 if ((l < S)) {
                   float m__next;
                   float o__rescale;
                   float o__weight;
-                  m__next = emmy_max(m__acc, ((l < emmy_add(s, 1)) ? ((logits__sum_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) : -INFINITY));
+                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (emmy_index_t)1)) ? ((logits__sum_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) : -INFINITY));
                   o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
                   m__acc = m__next;
                   o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
-                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, 1)) ? o__weight : 0.0f));
+                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, (emmy_index_t)1)) ? o__weight : 0.0f));
                   if (((((e_block * 64) + ((e_thread * 4) + 3)) < E) && (l < (s + 1)))) {
                     alignas(16) __half v_shared__lanes[4];
                     emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (((e_block * 64) + (e_thread * 4)) - (e_block * 64))));
                     #pragma unroll
-                    for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                      const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                    for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                      const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                       o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = ((o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
                     }
                   } else {
                     #pragma unroll
-                    for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                      const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                    for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                      const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                       if ((e < E)) {
-                        o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = ((o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale) + ((l < emmy_add(s, 1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (e - (e_block * 64)))])) : 0.0f));
+                        o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = ((o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale) + ((l < emmy_add(s, (emmy_index_t)1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % 2) + (b - (b_h / H))) + (h - (b_h % H))) * 32) + (l - (l_tile * 32))) * 64) + (e - (e_block * 64)))])) : 0.0f));
                       }
                     }
                   }
@@ -1872,24 +1206,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
           }
         }
         {
-          const int32_t s_thread = (int32_t)threadIdx.y;
-          const int32_t s = ((s_block * 16) + s_thread);
+          const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((s_block * 16) + s_thread);
           if ((s < S)) {
-            const int32_t e_thread = (int32_t)threadIdx.x;
+            const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
             if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * 64) + (e_thread * 4)))]) & 7) == 0 && (((e_block * 64) + ((e_thread * 4) + 3)) < E)) {
               alignas(16) float o__lanes[4];
               float e_register__reciprocal_0;
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0);
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc);
                 }
               }
@@ -1899,16 +1233,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0));
                   }
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc));
                   }
@@ -1921,203 +1255,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int32_t B, int32_t H, int32_t S, int32_t E) {
+  alibi__k1__body<int32_t>(q, k, v, slope, o, logits__sum, B, H, S, E);
+}
 
-// Computes m, o__sum, o__sum_1, o.
+// Computes m, o__sum, o__sum_1, o (the body of alibi__k1 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1__i64(const __half* q, const __half* k, const __half* v, const float* slope, __half* o, float* logits__sum, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t b_h = (int64_t)blockIdx.y; b_h < (B * H); b_h += (int64_t)gridDim.y) {
-    const int64_t b = (b_h / H);
-    const int64_t h = (b_h % H);
-    for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
-      for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
-        EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, logits__sum_shared, 1056);
-        __syncthreads();
-        for (int64_t logits__sum_shared_element_2__trip = (int64_t)0; logits__sum_shared_element_2__trip < (int64_t)2; logits__sum_shared_element_2__trip += (int64_t)1) {
-          const int64_t logits__sum_shared_element_2 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_2__trip * (int64_t)256));
-          const int64_t logits__sum_shared_2_2 = ((logits__sum_shared_element_2 / (int64_t)32) % (int64_t)16);
-          const int64_t logits__sum_shared_3_2 = (logits__sum_shared_element_2 % (int64_t)32);
-          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_2 * (int64_t)33) + logits__sum_shared_3_2), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_2)) * S) + logits__sum_shared_3_2), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_2) < S)) && (logits__sum_shared_3_2 < S)));
-        }
-        const int64_t v_shared_vector_2 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t v_shared_element_2 = (v_shared_vector_2 * (int64_t)8);
-        const int64_t v_shared_2_2 = ((v_shared_element_2 / (int64_t)64) % (int64_t)32);
-        const int64_t v_shared_3_2 = (v_shared_element_2 % (int64_t)64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_2 * (int64_t)64) + v_shared_3_2), v, ((((b_h * S) + v_shared_2_2) * E) + ((e_block * (int64_t)64) + v_shared_3_2)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_2 < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_2)) : (int64_t)0);
-        emmy_wait_for_copies<1>();
-        float m__acc;
-        m__acc = -INFINITY;
-        float o__sum_1__acc;
-        o__sum_1__acc = 0.0f;
-        alignas(16) float o__sum__acc[4];
-        const int64_t s_thread = (int64_t)threadIdx.y;
-        const int64_t s = ((s_block * (int64_t)16) + s_thread);
-        if ((s < S)) {
-          const int64_t e_thread = (int64_t)threadIdx.x;
-          #pragma unroll
-          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-            if ((e < E)) {
-              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = 0.0f;
-            }
-          }
-        }
-        for (int64_t l_tile = (int64_t)0; l_tile < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))); l_tile += (int64_t)1) {
-          if ((l_tile < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
-            if (((l_tile + (int64_t)1) < ((S + (int64_t)31) / (int64_t)32))) {
-              __syncthreads();
-              for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
-                const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
-                const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
-                const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
-                emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2_1) * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1) < S)));
-              }
-              const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
-              const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
-              const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2_1) * (int64_t)64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1)) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
-            }
-            emmy_wait_for_copies<1>();
-            const int64_t s_thread = (int64_t)threadIdx.y;
-            const int64_t s = ((s_block * (int64_t)16) + s_thread);
-            __syncthreads();
-            if ((s < S)) {
-              const int64_t e_thread = (int64_t)threadIdx.x;
-              for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-                const int64_t l = ((l_tile * (int64_t)32) + l_in);
-                if ((l < S)) {
-                  float m__next;
-                  float o__rescale;
-                  float o__weight;
-                  m__next = emmy_max(m__acc, ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))));
-                  o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
-                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + o__weight);
-                  if ((((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
-                    alignas(16) __half v_shared__lanes[4];
-                    emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
-                    #pragma unroll
-                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
-                    }
-                  } else {
-                    #pragma unroll
-                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                      if ((e < E)) {
-                        o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
-                      }
-                    }
-                  }
-                }
-              }
-            }
-          }
-          if ((l_tile >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
-            if (((l_tile + (int64_t)1) < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
-              __syncthreads();
-              for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-                const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-                const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-                const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-                emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < S)));
-              }
-              const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-              const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
-            }
-            emmy_wait_for_copies<1>();
-            const int64_t s_thread = (int64_t)threadIdx.y;
-            const int64_t s = ((s_block * (int64_t)16) + s_thread);
-            __syncthreads();
-            if ((s < S)) {
-              const int64_t e_thread = (int64_t)threadIdx.x;
-              for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-                const int64_t l = ((l_tile * (int64_t)32) + l_in);
-                if ((l < S)) {
-                  float m__next;
-                  float o__rescale;
-                  float o__weight;
-                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) : -INFINITY));
-                  o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
-                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
-                  if (((((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E) && (l < (s + (int64_t)1)))) {
-                    alignas(16) __half v_shared__lanes[4];
-                    emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
-                    #pragma unroll
-                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
-                    }
-                  } else {
-                    #pragma unroll
-                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                      if ((e < E)) {
-                        o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])) : 0.0f));
-                      }
-                    }
-                  }
-                }
-              }
-            }
-          }
-        }
-        {
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
-              alignas(16) float o__lanes[4];
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
-                }
-              }
-              *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
-            } else {
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
-                  }
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  alibi__k1__body<int64_t>(q, k, v, slope, o, logits__sum, B, H, S, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -2144,7 +1288,7 @@ extern "C" int alibi(const __half* q, const __half* k, const __half* v, const fl
         return emmy_fail("alibi: kernel alibi__k0__i64 failed: %s", cudaGetErrorString(error));
     }
   }
-  if ((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + ((((double)B * (double)H) * (double)S) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (4096.0 * (double)H)) + ((double)H * (double)S)) + (128.0 * (double)S)) + ((double)S * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + ((((double)B * (double)H) * (double)S) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (4096.0 * (double)H)) + ((double)H * (double)S)) + (31.0 * (double)S)) + ((double)S * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(alibi__k1, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max((B * H), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, q, k, v, slope, o, logits__sum, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("alibi: kernel alibi__k1 failed: %s", cudaGetErrorString(error));
@@ -2159,18 +1303,20 @@ extern "C" int alibi(const __half* q, const __half* k, const __half* v, const fl
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes logits__sum. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int32_t B, int32_t G, int32_t R, int32_t S, int32_t E, int32_t L) {
-  for (int32_t b_g_r = (int32_t)blockIdx.z; b_g_r < ((B * G) * R); b_g_r += (int32_t)gridDim.z) {
-    const int32_t b = ((b_g_r / R) / G);
-    const int32_t g = ((b_g_r / R) % G);
-    const int32_t r = (b_g_r % R);
-    for (int32_t s_tile = (int32_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (int32_t)gridDim.y) {
-      for (int32_t l_tile = (int32_t)blockIdx.x; l_tile < ((L + 255) / 256); l_tile += (int32_t)gridDim.x) {
-        const int32_t logits__sum__lane = (int32_t)threadIdx.x;
-        const int32_t logits__sum__warp_col = (int32_t)threadIdx.y;
-        const int32_t logits__sum__warp_row = (int32_t)threadIdx.z;
-        const int32_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
+// Computes logits__sum with indices of type emmy_index_t: int32_t in grouped__k0, which the launcher runs where every index fits,
+// int64_t in grouped__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void grouped__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t G, emmy_index_t R, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b_g_r = (emmy_index_t)blockIdx.z; b_g_r < ((B * G) * R); b_g_r += (emmy_index_t)gridDim.z) {
+    const emmy_index_t b = ((b_g_r / R) / G);
+    const emmy_index_t g = ((b_g_r / R) % G);
+    const emmy_index_t r = (b_g_r % R);
+    for (emmy_index_t s_tile = (emmy_index_t)blockIdx.y; s_tile < ((S + 127) / 128); s_tile += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t l_tile = (emmy_index_t)blockIdx.x; l_tile < ((L + 255) / 256); l_tile += (emmy_index_t)gridDim.x) {
+        const emmy_index_t logits__sum__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t logits__sum__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t logits__sum__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * 4)) * 32));
         EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
         EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
@@ -2181,103 +1327,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
         EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
         alignas(16) float logits__sum__accumulators[128];
         #pragma unroll
-        for (int32_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
+        for (emmy_index_t logits__sum__element = 0; logits__sum__element < 128; logits__sum__element += 1) {
           logits__sum__accumulators[logits__sum__element] = 0.0f;
         }
         alignas(16) int32_t logits__sum__a_fragments[16];
         alignas(16) int32_t logits__sum__b_fragments[16];
-        const int32_t logits__sum__slices = ((E + 15) / 16);
-        const int32_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__a_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
-        const int32_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
-        const int32_t logits__sum__b_slices_column = (logits__sum__thread % 2);
-        const int32_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__slices = ((E + 15) / 16);
+        const emmy_index_t logits__sum__a_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__a_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * 16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t logits__sum__b_slices_first_row = (logits__sum__thread / 2);
+        const emmy_index_t logits__sum__b_slices_column = (logits__sum__thread % 2);
+        const emmy_index_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * 16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / 4) % 2)) % 2) * 8));
         if ((0 < logits__sum__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-            const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-            const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-            const int32_t e = (logits__sum__a_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+            const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+            const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+            const emmy_index_t e = (logits__sum__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-            const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-            const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-            const int32_t e = (logits__sum__b_slices_column * 8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+          for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+            const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+            const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+            const emmy_index_t e = (logits__sum__b_slices_column * 8);
+            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<3>();
           if ((1 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (16 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (16 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (16 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
           emmy_wait_for_copies<3>();
           if ((2 < logits__sum__slices)) {
             #pragma unroll 1
-            for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-              const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-              const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-              const int32_t e = (32 + (logits__sum__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+              const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+              const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-              const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-              const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-              const int32_t e = (32 + (logits__sum__b_slices_column * 8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+            for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+              const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+              const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+              const emmy_index_t e = (32 + (logits__sum__b_slices_column * 8));
+              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
             }
           }
         }
-        for (int32_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
+        for (emmy_index_t logits__sum__slice = 0; logits__sum__slice < logits__sum__slices; logits__sum__slice += 4) {
           if ((logits__sum__slice < logits__sum__slices)) {
             emmy_wait_for_copies<2>();
             __syncthreads();
             if (((logits__sum__slice + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = (((logits__sum__slice + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -2288,34 +1434,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
             __syncthreads();
             if ((((logits__sum__slice + 1) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 1) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -2326,34 +1472,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
             __syncthreads();
             if ((((logits__sum__slice + 2) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 2) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -2364,34 +1510,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
             __syncthreads();
             if ((((logits__sum__slice + 3) + 3) < logits__sum__slices)) {
               #pragma unroll 1
-              for (int32_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
-                const int32_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
-                const int32_t s = ((s_tile * 128) + logits__sum__a_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__a_slices_chunk = 0; logits__sum__a_slices_chunk < 1; logits__sum__a_slices_chunk += 1) {
+                const emmy_index_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * 128));
+                const emmy_index_t s = ((s_tile * 128) + logits__sum__a_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * 2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
-                const int32_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
-                const int32_t l = ((l_tile * 256) + logits__sum__b_slices_row);
-                const int32_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int32_t)0);
+              for (emmy_index_t logits__sum__b_slices_chunk = 0; logits__sum__b_slices_chunk < 2; logits__sum__b_slices_chunk += 1) {
+                const emmy_index_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * 128));
+                const emmy_index_t l = ((l_tile * 256) + logits__sum__b_slices_row);
+                const emmy_index_t e = ((((logits__sum__slice + 3) + 3) * 16) + (logits__sum__b_slices_column * 8));
+                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * 2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
+            for (emmy_index_t logits__sum__k_step = 0; logits__sum__k_step < 1; logits__sum__k_step += 1) {
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) / 2) * 8)) / 8) + ((((((logits__sum__warp_row * 64) + (logits__sum__row_tile * 16)) + (((logits__sum__lane / 8) % 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
+              for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 4; logits__sum__col_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * 4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) * 16) + ((((((logits__sum__k_step * 16) + (((logits__sum__lane / 8) % 2) * 8)) / 8) + ((((((logits__sum__warp_col * 64) + (logits__sum__col_tile * 16)) + (((logits__sum__lane / 8) / 2) * 8)) + (logits__sum__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+              for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
                 #pragma unroll
-                for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+                for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * 4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / 2) * 4) + ((logits__sum__col_tile % 2) * 2))]);
                 }
               }
@@ -2400,14 +1546,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
+        for (emmy_index_t logits__sum__row_tile = 0; logits__sum__row_tile < 4; logits__sum__row_tile += 1) {
           #pragma unroll
-          for (int32_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
+          for (emmy_index_t logits__sum__col_tile = 0; logits__sum__col_tile < 8; logits__sum__col_tile += 1) {
             #pragma unroll
-            for (int32_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
-              const int32_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
+            for (emmy_index_t logits__sum__half = 0; logits__sum__half < 2; logits__sum__half += 1) {
+              const emmy_index_t s = ((((s_tile * 128) + (logits__sum__warp_row * 64)) + ((logits__sum__row_tile * 16) + (logits__sum__half * 8))) + (logits__sum__lane / 4));
               if ((s < S)) {
-                const int32_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
+                const emmy_index_t l = ((((l_tile * 256) + (logits__sum__warp_col * 64)) + (logits__sum__col_tile * 8)) + ((logits__sum__lane % 4) * 2));
                 if ((((unsigned long long)(const void*)&logits__sum[((((((((b * G) + g) * R) + r) * S) + s) * L) + l)]) & 7) == 0 && ((l + 1) < L)) {
                   alignas(16) float logits__sum__vector[2];
                   logits__sum__vector[0] = logits__sum__accumulators[((((logits__sum__row_tile * 8) + logits__sum__col_tile) * 4) + (logits__sum__half * 2))];
@@ -2429,343 +1575,82 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q
     }
   }
 }
-
-// Computes logits__sum.
-extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int64_t B, int64_t G, int64_t R, int64_t S, int64_t E, int64_t L) {
-  for (int64_t b_g_r = (int64_t)blockIdx.z; b_g_r < ((B * G) * R); b_g_r += (int64_t)gridDim.z) {
-    const int64_t b = ((b_g_r / R) / G);
-    const int64_t g = ((b_g_r / R) % G);
-    const int64_t r = (b_g_r % R);
-    for (int64_t s_tile = (int64_t)blockIdx.y; s_tile < ((S + (int64_t)127) / (int64_t)128); s_tile += (int64_t)gridDim.y) {
-      for (int64_t l_tile = (int64_t)blockIdx.x; l_tile < ((L + (int64_t)255) / (int64_t)256); l_tile += (int64_t)gridDim.x) {
-        const int64_t logits__sum__lane = (int64_t)threadIdx.x;
-        const int64_t logits__sum__warp_col = (int64_t)threadIdx.y;
-        const int64_t logits__sum__warp_row = (int64_t)threadIdx.z;
-        const int64_t logits__sum__thread = (logits__sum__lane + ((logits__sum__warp_col + (logits__sum__warp_row * (int64_t)4)) * (int64_t)32));
-        EMMY_SHARED(__half, logits__sum__a_slices_0, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_1, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_2, 2048);
-        EMMY_SHARED(__half, logits__sum__a_slices_3, 2048);
-        EMMY_SHARED(__half, logits__sum__b_slices_0, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_1, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_2, 4096);
-        EMMY_SHARED(__half, logits__sum__b_slices_3, 4096);
-        alignas(16) float logits__sum__accumulators[128];
-        #pragma unroll
-        for (int64_t logits__sum__element = (int64_t)0; logits__sum__element < (int64_t)128; logits__sum__element += (int64_t)1) {
-          logits__sum__accumulators[logits__sum__element] = 0.0f;
-        }
-        alignas(16) int32_t logits__sum__a_fragments[16];
-        alignas(16) int32_t logits__sum__b_fragments[16];
-        const int64_t logits__sum__slices = ((E + (int64_t)15) / (int64_t)16);
-        const int64_t logits__sum__a_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__a_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__a_slices_first_element = ((logits__sum__a_slices_first_row * (int64_t)16) + (((logits__sum__a_slices_column + ((logits__sum__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        const int64_t logits__sum__b_slices_first_row = (logits__sum__thread / (int64_t)2);
-        const int64_t logits__sum__b_slices_column = (logits__sum__thread % (int64_t)2);
-        const int64_t logits__sum__b_slices_first_element = ((logits__sum__b_slices_first_row * (int64_t)16) + (((logits__sum__b_slices_column + ((logits__sum__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        if (((int64_t)0 < logits__sum__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-            const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-            const int64_t e = (logits__sum__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-            const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-            const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-            const int64_t e = (logits__sum__b_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)1 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)16 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)2 < logits__sum__slices)) {
-            #pragma unroll 1
-            for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-              const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-              const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-              const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-              const int64_t e = ((int64_t)32 + (logits__sum__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-            }
-          }
-        }
-        for (int64_t logits__sum__slice = (int64_t)0; logits__sum__slice < logits__sum__slices; logits__sum__slice += (int64_t)4) {
-          if ((logits__sum__slice < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_3, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = (((logits__sum__slice + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_3, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_0, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_0, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)1) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)1) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_0, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_0, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_1, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_1, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)2) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)2) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_1, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_1, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_2, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_2, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((logits__sum__slice + (int64_t)3) < logits__sum__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((logits__sum__slice + (int64_t)3) + (int64_t)3) < logits__sum__slices)) {
-              #pragma unroll 1
-              for (int64_t logits__sum__a_slices_chunk = (int64_t)0; logits__sum__a_slices_chunk < (int64_t)1; logits__sum__a_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__a_slices_row = (logits__sum__a_slices_first_row + (logits__sum__a_slices_chunk * (int64_t)128));
-                const int64_t s = ((s_tile * (int64_t)128) + logits__sum__a_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__a_slices_2, (logits__sum__a_slices_first_element + (logits__sum__a_slices_chunk * (int64_t)2048)), q, ((((((((b * G) + g) * R) + r) * S) + s) * E) + e), ((s < S) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t logits__sum__b_slices_chunk = (int64_t)0; logits__sum__b_slices_chunk < (int64_t)2; logits__sum__b_slices_chunk += (int64_t)1) {
-                const int64_t logits__sum__b_slices_row = (logits__sum__b_slices_first_row + (logits__sum__b_slices_chunk * (int64_t)128));
-                const int64_t l = ((l_tile * (int64_t)256) + logits__sum__b_slices_row);
-                const int64_t e = ((((logits__sum__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (logits__sum__b_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(logits__sum__b_slices_2, (logits__sum__b_slices_first_element + (logits__sum__b_slices_chunk * (int64_t)2048)), k, ((((((b * G) + g) * L) + l) * E) + e), ((l < L) && (e < E)) ? (E - e) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t logits__sum__k_step = (int64_t)0; logits__sum__k_step < (int64_t)1; logits__sum__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], logits__sum__a_slices_3, ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_row * (int64_t)64) + (logits__sum__row_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)4; logits__sum__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&logits__sum__b_fragments[(logits__sum__col_tile * (int64_t)4)], logits__sum__b_slices_3, ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) * (int64_t)16) + ((((((logits__sum__k_step * (int64_t)16) + (((logits__sum__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((logits__sum__warp_col * (int64_t)64) + (logits__sum__col_tile * (int64_t)16)) + (((logits__sum__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (logits__sum__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&logits__sum__accumulators[(((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4)], (const uint32_t*)&logits__sum__a_fragments[(logits__sum__row_tile * (int64_t)4)], (const uint32_t*)&logits__sum__b_fragments[(((logits__sum__col_tile / (int64_t)2) * (int64_t)4) + ((logits__sum__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t logits__sum__row_tile = (int64_t)0; logits__sum__row_tile < (int64_t)4; logits__sum__row_tile += (int64_t)1) {
-          #pragma unroll
-          for (int64_t logits__sum__col_tile = (int64_t)0; logits__sum__col_tile < (int64_t)8; logits__sum__col_tile += (int64_t)1) {
-            #pragma unroll
-            for (int64_t logits__sum__half = (int64_t)0; logits__sum__half < (int64_t)2; logits__sum__half += (int64_t)1) {
-              const int64_t s = ((((s_tile * (int64_t)128) + (logits__sum__warp_row * (int64_t)64)) + ((logits__sum__row_tile * (int64_t)16) + (logits__sum__half * (int64_t)8))) + (logits__sum__lane / (int64_t)4));
-              if ((s < S)) {
-                const int64_t l = ((((l_tile * (int64_t)256) + (logits__sum__warp_col * (int64_t)64)) + (logits__sum__col_tile * (int64_t)8)) + ((logits__sum__lane % (int64_t)4) * (int64_t)2));
-                if ((((unsigned long long)(const void*)&logits__sum[((((((((b * G) + g) * R) + r) * S) + s) * L) + l)]) & 7) == 0 && ((l + (int64_t)1) < L)) {
-                  alignas(16) float logits__sum__vector[2];
-                  logits__sum__vector[(int64_t)0] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  logits__sum__vector[(int64_t)1] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  *reinterpret_cast<uint2*>(&logits__sum[((((((((b * G) + g) * R) + r) * S) + s) * L) + l)]) = *reinterpret_cast<const uint2*>(logits__sum__vector);
-                } else {
-                  if ((l < L)) {
-                    logits__sum[((((((((b * G) + g) * R) + r) * S) + s) * L) + l)] = logits__sum__accumulators[((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2))];
-                  }
-                  if (((l + (int64_t)1) < L)) {
-                    logits__sum[(((((((((b * G) + g) * R) + r) * S) + s) * L) + l) + (int64_t)1)] = logits__sum__accumulators[(((((logits__sum__row_tile * (int64_t)8) + logits__sum__col_tile) * (int64_t)4) + (logits__sum__half * (int64_t)2)) + (int64_t)1)];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int32_t B, int32_t G, int32_t R, int32_t S, int32_t E, int32_t L) {
+  grouped__k0__body<int32_t>(q, k, v, o, logits__sum, B, G, R, S, E, L);
 }
 
-// Computes m, o__sum, o__sum_1, o. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int32_t B, int32_t G, int32_t R, int32_t S, int32_t E, int32_t L) {
-  for (int32_t b_g_r = (int32_t)blockIdx.y; b_g_r < ((B * G) * R); b_g_r += (int32_t)gridDim.y) {
-    const int32_t b = ((b_g_r / R) / G);
-    const int32_t g = ((b_g_r / R) % G);
-    const int32_t r = (b_g_r % R);
-    for (int32_t s_block = (int32_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (int32_t)gridDim.x) {
-      for (int32_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
+// Computes logits__sum (the body of grouped__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) grouped__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int64_t B, int64_t G, int64_t R, int64_t S, int64_t E, int64_t L) {
+  grouped__k0__body<int64_t>(q, k, v, o, logits__sum, B, G, R, S, E, L);
+}
+
+// Computes m, o__sum, o__sum_1, o with indices of type emmy_index_t: int32_t in grouped__k1, which the launcher runs where every index fits,
+// int64_t in grouped__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void grouped__k1__body(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, emmy_index_t B, emmy_index_t G, emmy_index_t R, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b_g_r = (emmy_index_t)blockIdx.y; b_g_r < ((B * G) * R); b_g_r += (emmy_index_t)gridDim.y) {
+    const emmy_index_t b = ((b_g_r / R) / G);
+    const emmy_index_t g = ((b_g_r / R) % G);
+    const emmy_index_t r = (b_g_r % R);
+    for (emmy_index_t s_block = (emmy_index_t)blockIdx.x; s_block < ((S + 15) / 16); s_block += (emmy_index_t)gridDim.x) {
+      for (emmy_index_t e_block = 0; e_block < ((E + 63) / 64); e_block += 1) {
         EMMY_SHARED(__half, v_shared, 4096);
         EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int32_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
-          const int32_t logits__sum_shared_element_1 = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
-          const int32_t logits__sum_shared_3_1 = ((logits__sum_shared_element_1 / 32) % 16);
-          const int32_t logits__sum_shared_4_1 = (logits__sum_shared_element_1 % 32);
+        for (emmy_index_t logits__sum_shared_element_1__trip = 0; logits__sum_shared_element_1__trip < 2; logits__sum_shared_element_1__trip += 1) {
+          const emmy_index_t logits__sum_shared_element_1 = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * 256));
+          const emmy_index_t logits__sum_shared_3_1 = ((logits__sum_shared_element_1 / 32) % 16);
+          const emmy_index_t logits__sum_shared_4_1 = (logits__sum_shared_element_1 % 32);
           emmy_copy_async(logits__sum_shared, ((logits__sum_shared_3_1 * 33) + logits__sum_shared_4_1), logits__sum, ((((b_g_r * S) + ((s_block * 16) + logits__sum_shared_3_1)) * L) + logits__sum_shared_4_1), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * 16) + logits__sum_shared_3_1) < S)) && (logits__sum_shared_4_1 < L)));
         }
-        const int32_t v_shared_vector_1 = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-        const int32_t v_shared_element_1 = (v_shared_vector_1 * 8);
-        const int32_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
-        const int32_t v_shared_3_1 = (v_shared_element_1 % 64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * 64) + v_shared_3_1), v, (((((b_g_r / R) * L) + v_shared_2_1) * E) + ((e_block * 64) + v_shared_3_1)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && (v_shared_2_1 < L)) ? (E - ((e_block * 64) + v_shared_3_1)) : (int32_t)0);
+        const emmy_index_t v_shared_vector_1 = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+        const emmy_index_t v_shared_element_1 = (v_shared_vector_1 * 8);
+        const emmy_index_t v_shared_2_1 = ((v_shared_element_1 / 64) % 32);
+        const emmy_index_t v_shared_3_1 = (v_shared_element_1 % 64);
+        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * 64) + v_shared_3_1), v, (((((b_g_r / R) * L) + v_shared_2_1) * E) + ((e_block * 64) + v_shared_3_1)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && (v_shared_2_1 < L)) ? (E - ((e_block * 64) + v_shared_3_1)) : (emmy_index_t)0);
         emmy_wait_for_copies<1>();
         float m__acc;
         m__acc = -INFINITY;
         float o__sum_1__acc;
         o__sum_1__acc = 0.0f;
         alignas(16) float o__sum__acc[4];
-        const int32_t s_thread = (int32_t)threadIdx.y;
-        const int32_t s = ((s_block * 16) + s_thread);
+        const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+        const emmy_index_t s = ((s_block * 16) + s_thread);
         if ((s < S)) {
-          const int32_t e_thread = (int32_t)threadIdx.x;
+          const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
           #pragma unroll
-          for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-            const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+          for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+            const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
             if ((e < E)) {
               o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = 0.0f;
             }
           }
         }
-        for (int32_t l_tile = 0; l_tile < ((L + 31) / 32); l_tile += 1) {
+        for (emmy_index_t l_tile = 0; l_tile < ((L + 31) / 32); l_tile += 1) {
           if (((l_tile + 1) < ((L + 31) / 32))) {
             __syncthreads();
-            for (int32_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
-              const int32_t logits__sum_shared_element = (((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
-              const int32_t logits__sum_shared_3 = ((logits__sum_shared_element / 32) % 16);
-              const int32_t logits__sum_shared_4 = (logits__sum_shared_element % 32);
+            for (emmy_index_t logits__sum_shared_element__trip = 0; logits__sum_shared_element__trip < 2; logits__sum_shared_element__trip += 1) {
+              const emmy_index_t logits__sum_shared_element = (((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z)))) + (logits__sum_shared_element__trip * 256));
+              const emmy_index_t logits__sum_shared_3 = ((logits__sum_shared_element / 32) % 16);
+              const emmy_index_t logits__sum_shared_4 = (logits__sum_shared_element % 32);
               emmy_copy_async(logits__sum_shared, ((((((l_tile + 1) % 2) * 16) + logits__sum_shared_3) * 33) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * 16) + logits__sum_shared_3)) * L) + (((l_tile + 1) * 32) + logits__sum_shared_4)), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * 16) + logits__sum_shared_3) < S)) && ((((l_tile + 1) * 32) + logits__sum_shared_4) < L)));
             }
-            const int32_t v_shared_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-            const int32_t v_shared_element = (v_shared_vector * 8);
-            const int32_t v_shared_2 = ((v_shared_element / 64) % 32);
-            const int32_t v_shared_3 = (v_shared_element % 64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, (((((b_g_r / R) * L) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((((l_tile + 1) * 32) + v_shared_2) < L)) ? (E - ((e_block * 64) + v_shared_3)) : (int32_t)0);
+            const emmy_index_t v_shared_vector = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+            const emmy_index_t v_shared_element = (v_shared_vector * 8);
+            const emmy_index_t v_shared_2 = ((v_shared_element / 64) % 32);
+            const emmy_index_t v_shared_3 = (v_shared_element % 64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + 1) % 2) * 32) + v_shared_2) * 64) + v_shared_3), v, (((((b_g_r / R) * L) + (((l_tile + 1) * 32) + v_shared_2)) * E) + ((e_block * 64) + v_shared_3)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((((l_tile + 1) * 32) + v_shared_2) < L)) ? (E - ((e_block * 64) + v_shared_3)) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<1>();
-          const int32_t s_thread = (int32_t)threadIdx.y;
-          const int32_t s = ((s_block * 16) + s_thread);
-          const int32_t e_thread = (int32_t)threadIdx.x;
+          const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((s_block * 16) + s_thread);
+          const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
           float m__next;
           float o__rescale;
           m__next = m__acc;
           __syncthreads();
-          for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-            const int32_t l = ((l_tile * 32) + l_in);
+          for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+            const emmy_index_t l = ((l_tile * 32) + l_in);
             if ((l < L)) {
               m__next = emmy_max(m__next, (logits__sum_shared[((((((((l_tile % 2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f));
             }
@@ -2774,14 +1659,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
           m__acc = m__next;
           o__sum_1__acc = (o__sum_1__acc * o__rescale);
           #pragma unroll
-          for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-            const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+          for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+            const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
             if ((e < E)) {
               o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * o__rescale);
             }
           }
-          for (int32_t l_in = 0; l_in < 32; l_in += 1) {
-            const int32_t l = ((l_tile * 32) + l_in);
+          for (emmy_index_t l_in = 0; l_in < 32; l_in += 1) {
+            const emmy_index_t l = ((l_tile * 32) + l_in);
             if ((l < L)) {
               float o__weight;
               o__weight = emmy_exp_approximate(((logits__sum_shared[((((((((l_tile % 2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * 16) + (s - (s_block * 16))) * 33) + (l - (l_tile * 32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
@@ -2789,32 +1674,32 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
               alignas(16) __half v_shared__lanes[4];
               emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % 2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * 32) + (l - (l_tile * 32))) * 64) + (((e_block * 64) + (e_thread * 4)) - (e_block * 64))));
               #pragma unroll
-              for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+              for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                 o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
               }
             }
           }
         }
         {
-          const int32_t s_thread = (int32_t)threadIdx.y;
-          const int32_t s = ((s_block * 16) + s_thread);
+          const emmy_index_t s_thread = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((s_block * 16) + s_thread);
           if ((s < S)) {
-            const int32_t e_thread = (int32_t)threadIdx.x;
+            const emmy_index_t e_thread = (emmy_index_t)threadIdx.x;
             if ((((unsigned long long)(const void*)&o[((((((((b * G) + g) * R) + r) * S) + s) * E) + ((e_block * 64) + (e_thread * 4)))]) & 7) == 0 && (((e_block * 64) + ((e_thread * 4) + 3)) < E)) {
               alignas(16) float o__lanes[4];
               float e_register__reciprocal_0;
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0);
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   o__lanes[e_register] = (o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc);
                 }
               }
@@ -2824,16 +1709,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
               e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
               if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] * e_register__reciprocal_0));
                   }
                 }
               } else {
                 #pragma unroll
-                for (int32_t e_register = 0; e_register < 4; e_register += 1) {
-                  const int32_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
+                for (emmy_index_t e_register = 0; e_register < 4; e_register += 1) {
+                  const emmy_index_t e = ((e_block * 64) + ((e_thread * 4) + e_register));
                   if ((e < E)) {
                     o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * 64) + (e_thread * 4)))] / o__sum_1__acc));
                   }
@@ -2846,151 +1731,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int32_t B, int32_t G, int32_t R, int32_t S, int32_t E, int32_t L) {
+  grouped__k1__body<int32_t>(q, k, v, o, logits__sum, B, G, R, S, E, L);
+}
 
-// Computes m, o__sum, o__sum_1, o.
+// Computes m, o__sum, o__sum_1, o (the body of grouped__k1 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1__i64(const __half* q, const __half* k, const __half* v, __half* o, float* logits__sum, int64_t B, int64_t G, int64_t R, int64_t S, int64_t E, int64_t L) {
-  for (int64_t b_g_r = (int64_t)blockIdx.y; b_g_r < ((B * G) * R); b_g_r += (int64_t)gridDim.y) {
-    const int64_t b = ((b_g_r / R) / G);
-    const int64_t g = ((b_g_r / R) % G);
-    const int64_t r = (b_g_r % R);
-    for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
-      for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
-        EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, logits__sum_shared, 1056);
-        __syncthreads();
-        for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
-          const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
-          const int64_t logits__sum_shared_3_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
-          const int64_t logits__sum_shared_4_1 = (logits__sum_shared_element_1 % (int64_t)32);
-          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_3_1 * (int64_t)33) + logits__sum_shared_4_1), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3_1)) * L) + logits__sum_shared_4_1), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3_1) < S)) && (logits__sum_shared_4_1 < L)));
-        }
-        const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
-        const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
-        const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * (int64_t)64) + v_shared_3_1), v, (((((b_g_r / R) * L) + v_shared_2_1) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && (v_shared_2_1 < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
-        emmy_wait_for_copies<1>();
-        float m__acc;
-        m__acc = -INFINITY;
-        float o__sum_1__acc;
-        o__sum_1__acc = 0.0f;
-        alignas(16) float o__sum__acc[4];
-        const int64_t s_thread = (int64_t)threadIdx.y;
-        const int64_t s = ((s_block * (int64_t)16) + s_thread);
-        if ((s < S)) {
-          const int64_t e_thread = (int64_t)threadIdx.x;
-          #pragma unroll
-          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-            if ((e < E)) {
-              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = 0.0f;
-            }
-          }
-        }
-        for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
-          if (((l_tile + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
-            __syncthreads();
-            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-              const int64_t logits__sum_shared_3 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits__sum_shared_4 = (logits__sum_shared_element % (int64_t)32);
-              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_3) * (int64_t)33) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4) < L)));
-            }
-            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, (((((b_g_r / R) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
-          }
-          emmy_wait_for_copies<1>();
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          const int64_t e_thread = (int64_t)threadIdx.x;
-          float m__next;
-          float o__rescale;
-          m__next = m__acc;
-          __syncthreads();
-          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-            const int64_t l = ((l_tile * (int64_t)32) + l_in);
-            if ((l < L)) {
-              m__next = emmy_max(m__next, (logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f));
-            }
-          }
-          o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-          m__acc = m__next;
-          o__sum_1__acc = (o__sum_1__acc * o__rescale);
-          #pragma unroll
-          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-            if ((e < E)) {
-              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale);
-            }
-          }
-          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-            const int64_t l = ((l_tile * (int64_t)32) + l_in);
-            if ((l < L)) {
-              float o__weight;
-              o__weight = emmy_exp_approximate(((logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
-              o__sum_1__acc = (o__sum_1__acc + o__weight);
-              alignas(16) __half v_shared__lanes[4];
-              emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
-              }
-            }
-          }
-        }
-        {
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            if ((((unsigned long long)(const void*)&o[((((((((b * G) + g) * R) + r) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
-              alignas(16) float o__lanes[4];
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
-                }
-              }
-              *reinterpret_cast<uint2*>(&o[((((((((b * G) + g) * R) + r) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
-            } else {
-              float e_register__reciprocal_0;
-              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
-                  }
-                }
-              } else {
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  grouped__k1__body<int64_t>(q, k, v, o, logits__sum, B, G, R, S, E, L);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -3019,7 +1766,7 @@ extern "C" int grouped(const __half* q, const __half* k, const __half* v, __half
         return emmy_fail("grouped: kernel grouped__k0__i64 failed: %s", cudaGetErrorString(error));
     }
   }
-  if (((((((((((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)G) * (double)L)) + (((((double)B * (double)E) * (double)G) * (double)R) * (double)S)) + ((double)B * (double)G)) + (((double)B * (double)G) * (double)L)) + (((((double)B * (double)G) * (double)L) * (double)R) * (double)S)) + (((double)B * (double)G) * (double)R)) + ((((double)B * (double)G) * (double)R) * (double)S)) + (95.0 * (double)E)) + ((((double)E * (double)G) * (double)R) * (double)S)) + ((double)E * (double)L)) + (((double)E * (double)R) * (double)S)) + ((double)E * (double)S)) + (4096.0 * (double)G)) + ((double)G * (double)R)) + (((double)G * (double)R) * (double)S)) + (128.0 * (double)L)) + ((double)L * (double)S)) + (1056.0 * (double)R)) + ((double)R * (double)S)) + (66.0 * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((((((((((((((((((((65535.9375 + (4096.0 * (double)B)) + ((((double)B * (double)E) * (double)G) * (double)L)) + (((((double)B * (double)E) * (double)G) * (double)R) * (double)S)) + ((double)B * (double)G)) + (((double)B * (double)G) * (double)L)) + (((((double)B * (double)G) * (double)L) * (double)R) * (double)S)) + (((double)B * (double)G) * (double)R)) + ((((double)B * (double)G) * (double)R) * (double)S)) + (95.0 * (double)E)) + ((((double)E * (double)G) * (double)R) * (double)S)) + ((double)E * (double)L)) + (((double)E * (double)R) * (double)S)) + ((double)E * (double)S)) + (4096.0 * (double)G)) + ((double)G * (double)R)) + (((double)G * (double)R) * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (1056.0 * (double)R)) + ((double)R * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(grouped__k1, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((B * G) * R), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, q, k, v, o, logits__sum, (int32_t)B, (int32_t)G, (int32_t)R, (int32_t)S, (int32_t)E, (int32_t)L);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("grouped: kernel grouped__k1 failed: %s", cudaGetErrorString(error));

@@ -188,14 +188,16 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes exact, approx. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int32_t N, int32_t D) {
+// Computes exact, approx with indices of type emmy_index_t: int32_t in bias_gelu__k0, which the launcher runs where every index fits,
+// int64_t in bias_gelu__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void bias_gelu__k0__body(const float* x, const float* b, float* exact, float* approx, emmy_index_t N, emmy_index_t D) {
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % 4) == 0)) {
-    for (int32_t n_d__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t n_d__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
-      for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
-        const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+        const emmy_index_t n_d__group = (n_d__first + (n_d__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_d__group < ((N * D) / 4))) {
           *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * 4)]);
         }
@@ -204,13 +206,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
       alignas(16) float approx__vector[16];
       alignas(16) float b__vector[16];
       #pragma unroll
-      for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
-        const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+        const emmy_index_t n_d__group = (n_d__first + (n_d__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_d__group < ((N * D) / 4))) {
-          const int32_t n_d__remainder0 = ((n_d__group * 4) % D);
+          const emmy_index_t n_d__remainder0 = ((n_d__group * 4) % D);
           *reinterpret_cast<uint4*>(&b__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&b[n_d__remainder0]);
           #pragma unroll
-          for (int32_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
+          for (emmy_index_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
             exact__vector[((n_d__slot * 4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)]));
             approx__vector[((n_d__slot * 4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)]) + (((0.044715f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])))))));
           }
@@ -219,19 +221,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
         }
       }
     }
-    for (int32_t n_d = ((((N * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_d / D);
-      const int32_t d = (n_d % D);
+    for (emmy_index_t n_d = ((((N * D) / 4) * 4) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); n_d < (N * D); n_d += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_d / D);
+      const emmy_index_t d = (n_d % D);
       exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
       approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
     }
   } else {
     if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0 && (D >= 4)) {
-      for (int32_t n_d__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      for (emmy_index_t n_d__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
         alignas(16) float x__vector[16];
         #pragma unroll
-        for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
-          const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        for (emmy_index_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+          const emmy_index_t n_d__group = (n_d__first + (n_d__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
           if ((n_d__group < ((N * D) / 4))) {
             *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * 4)]);
           }
@@ -239,13 +241,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
         alignas(16) float exact__vector[16];
         alignas(16) float approx__vector[16];
         #pragma unroll
-        for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
-          const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        for (emmy_index_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+          const emmy_index_t n_d__group = (n_d__first + (n_d__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
           if ((n_d__group < ((N * D) / 4))) {
-            const int32_t n_d__remainder0 = ((n_d__group * 4) % D);
+            const emmy_index_t n_d__remainder0 = ((n_d__group * 4) % D);
             #pragma unroll
-            for (int32_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
-              const int32_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : 0));
+            for (emmy_index_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
+              const emmy_index_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : 0));
               exact__vector[((n_d__slot * 4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * 4) + n_d__lane)] + b[d]));
               approx__vector[((n_d__slot * 4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * 4) + n_d__lane)] + b[d]) + (((0.044715f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])))))));
             }
@@ -254,104 +256,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
           }
         }
       }
-      for (int32_t n_d = ((((N * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-        const int32_t n = (n_d / D);
-        const int32_t d = (n_d % D);
+      for (emmy_index_t n_d = ((((N * D) / 4) * 4) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); n_d < (N * D); n_d += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+        const emmy_index_t n = (n_d / D);
+        const emmy_index_t d = (n_d % D);
         exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
         approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
       }
     } else {
-      for (int32_t n_d = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-        const int32_t n = (n_d / D);
-        const int32_t d = (n_d % D);
+      for (emmy_index_t n_d = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_d < (N * D); n_d += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+        const emmy_index_t n = (n_d / D);
+        const emmy_index_t d = (n_d % D);
         exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
         approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
       }
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int32_t N, int32_t D) {
+  bias_gelu__k0__body<int32_t>(x, b, exact, approx, N, D);
+}
 
-// Computes exact, approx.
+// Computes exact, approx (the body of bias_gelu__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0__i64(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
-  if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % (int64_t)4) == (int64_t)0)) {
-    for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) float x__vector[16];
-      #pragma unroll
-      for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-        const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_d__group < ((N * D) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);
-        }
-      }
-      alignas(16) float exact__vector[16];
-      alignas(16) float approx__vector[16];
-      alignas(16) float b__vector[16];
-      #pragma unroll
-      for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-        const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_d__group < ((N * D) / (int64_t)4))) {
-          const int64_t n_d__remainder0 = ((n_d__group * (int64_t)4) % D);
-          *reinterpret_cast<uint4*>(&b__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&b[n_d__remainder0]);
-          #pragma unroll
-          for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
-            exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)]));
-            approx__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)]) + (((0.044715f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])))))));
-          }
-          *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
-          *reinterpret_cast<uint4*>(&approx[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * (int64_t)4)]);
-        }
-      }
-    }
-    for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_d / D);
-      const int64_t d = (n_d % D);
-      exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-      approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
-    }
-  } else {
-    if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
-      for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-        alignas(16) float x__vector[16];
-        #pragma unroll
-        for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-          const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-          if ((n_d__group < ((N * D) / (int64_t)4))) {
-            *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);
-          }
-        }
-        alignas(16) float exact__vector[16];
-        alignas(16) float approx__vector[16];
-        #pragma unroll
-        for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-          const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-          if ((n_d__group < ((N * D) / (int64_t)4))) {
-            const int64_t n_d__remainder0 = ((n_d__group * (int64_t)4) % D);
-            #pragma unroll
-            for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
-              const int64_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : (int64_t)0));
-              exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]));
-              approx__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]) + (((0.044715f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])))))));
-            }
-            *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
-            *reinterpret_cast<uint4*>(&approx[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * (int64_t)4)]);
-          }
-        }
-      }
-      for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-        const int64_t n = (n_d / D);
-        const int64_t d = (n_d % D);
-        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-        approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
-      }
-    } else {
-      for (int64_t n_d = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-        const int64_t n = (n_d / D);
-        const int64_t d = (n_d % D);
-        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-        approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
-      }
-    }
-  }
+  bias_gelu__k0__body<int64_t>(x, b, exact, approx, N, D);
 }
 
 #endif  // EMMY_HOST_ONLY

@@ -277,35 +277,37 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
-// Computes mu, var, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int32_t N, int32_t D) {
-  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
-    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+// Computes mu, var, y with indices of type emmy_index_t: int32_t in layernorm__k0, which the launcher runs where every index fits,
+// int64_t in layernorm__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void layernorm__k0__body(const float* x, const float* w, const float* b, float* y, float eps, emmy_index_t N, emmy_index_t D) {
+  for (emmy_index_t n = (emmy_index_t)blockIdx.x; n < N; n += (emmy_index_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, 0, (((D + 3) / 4) * 4));
       __syncthreads();
-      for (int32_t x_shared_vector = (int32_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (int32_t)blockDim.x) {
-        const int32_t x_shared_element = (x_shared_vector * 4);
-        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int32_t)0);
+      for (emmy_index_t x_shared_vector = (emmy_index_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (emmy_index_t)blockDim.x) {
+        const emmy_index_t x_shared_element = (x_shared_vector * 4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (emmy_index_t)0);
       }
       emmy_wait_for_copies<0>();
       float mu;
       float mu__acc;
       mu__acc = 0.0f;
-      const int32_t d_lane_2 = (int32_t)threadIdx.x;
-      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
-      const int32_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
-      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
+      const emmy_index_t d_lane_2 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      const emmy_index_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
+      for (emmy_index_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
         alignas(16) float x_shared__lanes[4];
         emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * 256) + d_lane_2) * 4));
         #pragma unroll
-        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+        for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
           mu__acc = (mu__acc + x_shared__lanes[d_element_2]);
         }
       }
-      for (int32_t d_step_2 = emmy_max(0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
+      for (emmy_index_t d_step_2 = emmy_max((emmy_index_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
         #pragma unroll
-        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
-          const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+        for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          const emmy_index_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
           if ((d_1 < D)) {
             mu__acc = (mu__acc + x_shared[d_1]);
           }
@@ -317,11 +319,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
       EMMY_SHARED(float, mu__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        mu__acc__partials[((emmy_index_t)threadIdx.x / 32)] = mu__acc;
       }
       __syncthreads();
-      mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      mu__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
@@ -331,21 +333,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       float var;
       float var__acc;
       var__acc = 0.0f;
-      const int32_t d_lane_1 = (int32_t)threadIdx.x;
-      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
-      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
-      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+      const emmy_index_t d_lane_1 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const emmy_index_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (emmy_index_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
         alignas(16) float x_shared__lanes[4];
         emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * 256) + d_lane_1) * 4));
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
           var__acc = (var__acc + ((x_shared__lanes[d_element_1] - mu) * (x_shared__lanes[d_element_1] - mu)));
         }
       }
-      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+      for (emmy_index_t d_step_1 = emmy_max((emmy_index_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
-          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const emmy_index_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
           if ((d_1 < D)) {
             var__acc = (var__acc + ((x_shared[d_1] - mu) * (x_shared[d_1] - mu)));
           }
@@ -357,22 +359,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       EMMY_SHARED(float, var__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        var__acc__partials[((emmy_index_t)threadIdx.x / 32)] = var__acc;
       }
       __syncthreads();
-      var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      var__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? var__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-      for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+      const emmy_index_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (emmy_index_t d_step = 0; d_step < d_step__end; d_step += 1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&b[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&w[(((d_step * 256) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * 256) + d_lane) * 4)]);
@@ -382,14 +384,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
           emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
           alignas(16) float y__lanes[4];
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
             y__lanes[d_element] = ((((x_shared__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+            const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = ((((x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
             }
@@ -397,24 +399,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
         }
       }
     }
-    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes()))) {
       float mu;
       float mu__acc;
       mu__acc = 0.0f;
-      const int32_t d_lane_4 = (int32_t)threadIdx.x;
-      const int32_t d_step_4__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_4) >= 0) ? (((((D + 3) / 4) - d_lane_4) + 255) / 256) : ((((D + 3) / 4) - d_lane_4) / 256)));
-      for (int32_t d_step_4 = 0; d_step_4 < d_step_4__end; d_step_4 += 1) {
+      const emmy_index_t d_lane_4 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_4__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_4) >= 0) ? (((((D + 3) / 4) - d_lane_4) + 255) / 256) : ((((D + 3) / 4) - d_lane_4) / 256)));
+      for (emmy_index_t d_step_4 = 0; d_step_4 < d_step_4__end; d_step_4 += 1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * 256) + d_lane_4) * 4))]) & 15) == 0 && (((((d_step_4 * 256) + d_lane_4) * 4) + 3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * 256) + d_lane_4) * 4))]);
           #pragma unroll
-          for (int32_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
+          for (emmy_index_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
             mu__acc = (mu__acc + x__lanes[d_element_4]);
           }
         } else {
           #pragma unroll
-          for (int32_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
-            const int32_t d_1 = ((((d_step_4 * 256) + d_lane_4) * 4) + d_element_4);
+          for (emmy_index_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
+            const emmy_index_t d_1 = ((((d_step_4 * 256) + d_lane_4) * 4) + d_element_4);
             if ((d_1 < D)) {
               mu__acc = (mu__acc + x[((n * D) + d_1)]);
             }
@@ -427,11 +429,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
       EMMY_SHARED(float, mu__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        mu__acc__partials[((emmy_index_t)threadIdx.x / 32)] = mu__acc;
       }
       __syncthreads();
-      mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      mu__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
       mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
@@ -441,20 +443,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       float var;
       float var__acc;
       var__acc = 0.0f;
-      const int32_t d_lane_3 = (int32_t)threadIdx.x;
-      const int32_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
-      for (int32_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
+      const emmy_index_t d_lane_3 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
+      for (emmy_index_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]) & 15) == 0 && (((((d_step_3 * 256) + d_lane_3) * 4) + 3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]);
           #pragma unroll
-          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
             var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
           }
         } else {
           #pragma unroll
-          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
-            const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+          for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            const emmy_index_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
             if ((d_1 < D)) {
               var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
             }
@@ -467,22 +469,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       EMMY_SHARED(float, var__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        var__acc__partials[((emmy_index_t)threadIdx.x / 32)] = var__acc;
       }
       __syncthreads();
-      var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      var__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? var__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-      for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+      const emmy_index_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (emmy_index_t d_step = 0; d_step < d_step__end1; d_step += 1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&b[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&w[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * 256) + d_lane) * 4)]);
@@ -492,14 +494,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
           alignas(16) float y__lanes[4];
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
             y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+            const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
             }
@@ -509,238 +511,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* 
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int32_t N, int32_t D) {
+  layernorm__k0__body<int32_t>(x, w, b, y, eps, N, D);
+}
 
-// Computes mu, var, y.
+// Computes mu, var, y (the body of layernorm__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0__i64(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
-  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
-      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
-      __syncthreads();
-      for (int64_t x_shared_vector = (int64_t)threadIdx.x; x_shared_vector < ((D + (int64_t)3) / (int64_t)4); x_shared_vector += (int64_t)blockDim.x) {
-        const int64_t x_shared_element = (x_shared_vector * (int64_t)4);
-        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int64_t)0);
-      }
-      emmy_wait_for_copies<0>();
-      float mu;
-      float mu__acc;
-      mu__acc = 0.0f;
-      const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) float x_shared__lanes[4];
-        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          mu__acc = (mu__acc + x_shared__lanes[d_element_2]);
-        }
-      }
-      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-          if ((d_1 < D)) {
-            mu__acc = (mu__acc + x_shared[d_1]);
-          }
-        }
-      }
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-      EMMY_SHARED(float, mu__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
-      }
-      __syncthreads();
-      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-      mu = (mu__acc / (float)D);
-      float var;
-      float var__acc;
-      var__acc = 0.0f;
-      const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) float x_shared__lanes[4];
-        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          var__acc = (var__acc + ((x_shared__lanes[d_element_1] - mu) * (x_shared__lanes[d_element_1] - mu)));
-        }
-      }
-      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-          if ((d_1 < D)) {
-            var__acc = (var__acc + ((x_shared[d_1] - mu) * (x_shared[d_1] - mu)));
-          }
-        }
-      }
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-      EMMY_SHARED(float, var__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
-      }
-      __syncthreads();
-      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-      var = (var__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float b__lanes[4];
-          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float w__lanes[4];
-          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x_shared__lanes[4];
-          emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = ((((x_shared__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((((x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-            }
-          }
-        }
-      }
-    }
-    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
-      float mu;
-      float mu__acc;
-      mu__acc = 0.0f;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            mu__acc = (mu__acc + x__lanes[d_element_4]);
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + x[((n * D) + d_1)]);
-            }
-          }
-        }
-      }
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-      EMMY_SHARED(float, mu__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
-      }
-      __syncthreads();
-      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-      mu = (mu__acc / (float)D);
-      float var;
-      float var__acc;
-      var__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
-            }
-          }
-        }
-      }
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-      EMMY_SHARED(float, var__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
-      }
-      __syncthreads();
-      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-      var = (var__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float b__lanes[4];
-          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float w__lanes[4];
-          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-            }
-          }
-        }
-      }
-    }
-  }
+  layernorm__k0__body<int64_t>(x, w, b, y, eps, N, D);
 }
 
 #endif  // EMMY_HOST_ONLY

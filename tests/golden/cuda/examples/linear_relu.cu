@@ -242,14 +242,16 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y__matmul, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int32_t B, int32_t IN, int32_t OUT) {
-  for (int32_t i0_tile = (int32_t)blockIdx.y; i0_tile < ((B + 127) / 128); i0_tile += (int32_t)gridDim.y) {
-    for (int32_t i1_tile = (int32_t)blockIdx.x; i1_tile < ((OUT + 127) / 128); i1_tile += (int32_t)gridDim.x) {
-      const int32_t y__lane = (int32_t)threadIdx.x;
-      const int32_t y__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+// Computes y__matmul, y with indices of type emmy_index_t: int32_t in linear_relu__k0, which the launcher runs where every index fits,
+// int64_t in linear_relu__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void linear_relu__k0__body(const float* x, const float* w, const float* b, float* y, emmy_index_t B, emmy_index_t IN, emmy_index_t OUT) {
+  for (emmy_index_t i0_tile = (emmy_index_t)blockIdx.y; i0_tile < ((B + 127) / 128); i0_tile += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t i1_tile = (emmy_index_t)blockIdx.x; i1_tile < ((OUT + 127) / 128); i1_tile += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__a_slices_0, 1056);
       EMMY_SHARED(float, y__a_slices_1, 1056);
       EMMY_SHARED(float, y__a_slices_2, 1056);
@@ -258,38 +260,38 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
       EMMY_SHARED(float, y__b_slices_2, 1056);
       alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+      for (emmy_index_t y__element = 0; y__element < 64; y__element += 1) {
         y__accumulators[y__element] = 0.0f;
       }
-      const int32_t y__lane_row = (y__lane / 8);
-      const int32_t y__lane_col = (y__lane % 8);
+      const emmy_index_t y__lane_row = (y__lane / 8);
+      const emmy_index_t y__lane_col = (y__lane % 8);
       alignas(16) float y__a_fragments[16];
       alignas(16) float y__b_fragments[16];
-      const int32_t y__slices = ((IN + 7) / 8);
-      const int32_t y__a_slices_first_row = (y__thread % 8);
-      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
-      const int32_t y__a_slices_along_0 = ((i0_tile * 128) + y__a_slices_column);
-      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * IN) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_1 = ((i0_tile * 128) + (y__a_slices_column + 32));
-      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * IN) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_2 = ((i0_tile * 128) + (y__a_slices_column + 64));
-      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * IN) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_3 = ((i0_tile * 128) + (y__a_slices_column + 96));
-      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * IN) + y__a_slices_first_row);
-      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * IN) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
-      const int32_t y__b_slices_first_row = (y__thread % 8);
-      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
-      const int32_t y__b_slices_along_0 = ((i1_tile * 128) + y__b_slices_column);
-      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * IN) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_1 = ((i1_tile * 128) + (y__b_slices_column + 32));
-      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * IN) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_2 = ((i1_tile * 128) + (y__b_slices_column + 64));
-      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * IN) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_3 = ((i1_tile * 128) + (y__b_slices_column + 96));
-      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * IN) + y__b_slices_first_row);
-      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * IN) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      const emmy_index_t y__slices = ((IN + 7) / 8);
+      const emmy_index_t y__a_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const emmy_index_t y__a_slices_along_0 = ((i0_tile * 128) + y__a_slices_column);
+      const emmy_index_t y__a_slices_source_0 = ((y__a_slices_along_0 * IN) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_1 = ((i0_tile * 128) + (y__a_slices_column + 32));
+      const emmy_index_t y__a_slices_source_1 = ((y__a_slices_along_1 * IN) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_2 = ((i0_tile * 128) + (y__a_slices_column + 64));
+      const emmy_index_t y__a_slices_source_2 = ((y__a_slices_along_2 * IN) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_3 = ((i0_tile * 128) + (y__a_slices_column + 96));
+      const emmy_index_t y__a_slices_source_3 = ((y__a_slices_along_3 * IN) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_slice_step = (((y__a_slices_along_0 * IN) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const emmy_index_t y__b_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const emmy_index_t y__b_slices_along_0 = ((i1_tile * 128) + y__b_slices_column);
+      const emmy_index_t y__b_slices_source_0 = ((y__b_slices_along_0 * IN) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_1 = ((i1_tile * 128) + (y__b_slices_column + 32));
+      const emmy_index_t y__b_slices_source_1 = ((y__b_slices_along_1 * IN) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_2 = ((i1_tile * 128) + (y__b_slices_column + 64));
+      const emmy_index_t y__b_slices_source_2 = ((y__b_slices_along_2 * IN) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_3 = ((i1_tile * 128) + (y__b_slices_column + 96));
+      const emmy_index_t y__b_slices_source_3 = ((y__b_slices_along_3 * IN) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_slice_step = (((y__b_slices_along_0 * IN) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
       if ((0 < y__slices)) {
         __syncthreads();
         emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, y__a_slices_source_0, ((y__a_slices_along_0 < B) && (y__a_slices_first_row < IN)));
@@ -312,7 +314,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
           emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w, (y__b_slices_source_3 + y__b_slices_slice_step), ((y__b_slices_along_3 < OUT) && ((8 + y__b_slices_first_row) < IN)));
         }
       }
-      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 3) {
+      for (emmy_index_t y__slice = 0; y__slice < y__slices; y__slice += 3) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -327,168 +329,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
             emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + 96), w, (y__b_slices_source_3 + ((y__slice + 2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && ((((y__slice + 2) * 8) + y__b_slices_first_row) < IN)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -509,168 +511,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
             emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w, (y__b_slices_source_3 + (((y__slice + 1) + 2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + 1) + 2) * 8) + y__b_slices_first_row) < IN)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -691,168 +693,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
             emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w, (y__b_slices_source_3 + (((y__slice + 2) + 2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + 2) + 2) * 8) + y__b_slices_first_row) < IN)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_2, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_2, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_2, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_2, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_2, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_2, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_2, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_2, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_2, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_2, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_2, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_2, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_2, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_2, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_2, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_2, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -862,14 +864,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+      for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
         #pragma unroll
-        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
-          const int32_t i0 = ((((i0_tile * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+        for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const emmy_index_t i0 = ((((i0_tile * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
           if ((i0 < B)) {
             #pragma unroll
-            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
-              const int32_t i1 = ((((i1_tile * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+            for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const emmy_index_t i1 = ((((i1_tile * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
               if ((((unsigned long long)(const void*)&y[((i0 * OUT) + i1)]) & 15) == 0 && ((i1 + 3) < OUT)) {
                 alignas(16) float y__vector[4];
                 y__vector[0] = emmy_relu((y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b[i1]));
@@ -898,662 +900,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int32_t B, int32_t IN, int32_t OUT) {
+  linear_relu__k0__body<int32_t>(x, w, b, y, B, IN, OUT);
+}
 
-// Computes y__matmul, y.
+// Computes y__matmul, y (the body of linear_relu__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0__i64(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
-  for (int64_t i0_tile = (int64_t)blockIdx.y; i0_tile < ((B + (int64_t)127) / (int64_t)128); i0_tile += (int64_t)gridDim.y) {
-    for (int64_t i1_tile = (int64_t)blockIdx.x; i1_tile < ((OUT + (int64_t)127) / (int64_t)128); i1_tile += (int64_t)gridDim.x) {
-      const int64_t y__lane = (int64_t)threadIdx.x;
-      const int64_t y__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__a_slices_0, 1056);
-      EMMY_SHARED(float, y__a_slices_1, 1056);
-      EMMY_SHARED(float, y__a_slices_2, 1056);
-      EMMY_SHARED(float, y__b_slices_0, 1056);
-      EMMY_SHARED(float, y__b_slices_1, 1056);
-      EMMY_SHARED(float, y__b_slices_2, 1056);
-      alignas(16) float y__accumulators[64];
-      #pragma unroll
-      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
-        y__accumulators[y__element] = 0.0f;
-      }
-      const int64_t y__lane_row = (y__lane / (int64_t)8);
-      const int64_t y__lane_col = (y__lane % (int64_t)8);
-      alignas(16) float y__a_fragments[16];
-      alignas(16) float y__b_fragments[16];
-      const int64_t y__slices = ((IN + (int64_t)7) / (int64_t)8);
-      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
-      const int64_t y__a_slices_along_0 = ((i0_tile * (int64_t)128) + y__a_slices_column);
-      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * IN) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_1 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)32));
-      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * IN) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_2 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)64));
-      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * IN) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_3 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)96));
-      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * IN) + y__a_slices_first_row);
-      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * IN) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
-      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
-      const int64_t y__b_slices_along_0 = ((i1_tile * (int64_t)128) + y__b_slices_column);
-      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * IN) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_1 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)32));
-      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * IN) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_2 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)64));
-      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * IN) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_3 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)96));
-      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * IN) + y__b_slices_first_row);
-      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * IN) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
-      if (((int64_t)0 < y__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, y__a_slices_source_0, ((y__a_slices_along_0 < B) && (y__a_slices_first_row < IN)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, y__a_slices_source_1, ((y__a_slices_along_1 < B) && (y__a_slices_first_row < IN)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, y__a_slices_source_2, ((y__a_slices_along_2 < B) && (y__a_slices_first_row < IN)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, y__a_slices_source_3, ((y__a_slices_along_3 < B) && (y__a_slices_first_row < IN)));
-        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, y__b_slices_source_0, ((y__b_slices_along_0 < OUT) && (y__b_slices_first_row < IN)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, y__b_slices_source_1, ((y__b_slices_along_1 < OUT) && (y__b_slices_first_row < IN)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, y__b_slices_source_2, ((y__b_slices_along_2 < OUT) && (y__b_slices_first_row < IN)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, y__b_slices_source_3, ((y__b_slices_along_3 < OUT) && (y__b_slices_first_row < IN)));
-        emmy_wait_for_copies<2>();
-        if (((int64_t)1 < y__slices)) {
-          emmy_copy_async(y__a_slices_1, y__a_slices_first_element, x, (y__a_slices_source_0 + y__a_slices_slice_step), ((y__a_slices_along_0 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
-          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + y__a_slices_slice_step), ((y__a_slices_along_1 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
-          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + y__a_slices_slice_step), ((y__a_slices_along_2 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
-          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + y__a_slices_slice_step), ((y__a_slices_along_3 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
-          emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w, (y__b_slices_source_0 + y__b_slices_slice_step), ((y__b_slices_along_0 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
-          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + y__b_slices_slice_step), ((y__b_slices_along_1 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
-          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + y__b_slices_slice_step), ((y__b_slices_along_2 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
-          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + y__b_slices_slice_step), ((y__b_slices_along_3 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
-        }
-      }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
-        if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<1>();
-          __syncthreads();
-          if (((y__slice + (int64_t)2) < y__slices)) {
-            emmy_copy_async(y__a_slices_2, y__a_slices_first_element, x, (y__a_slices_source_0 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_2, y__b_slices_first_element, w, (y__b_slices_source_0 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<1>();
-          __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
-            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__slice + (int64_t)2) < y__slices)) {
-          emmy_wait_for_copies<1>();
-          __syncthreads();
-          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
-            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, x, (y__a_slices_source_0 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w, (y__b_slices_source_0 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((i0_tile * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
-          if ((i0 < B)) {
-            #pragma unroll
-            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-              const int64_t i1 = ((((i1_tile * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y[((i0 * OUT) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < OUT)) {
-                alignas(16) float y__vector[4];
-                y__vector[(int64_t)0] = emmy_relu((y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[i1]));
-                y__vector[(int64_t)1] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(i1 + (int64_t)1)]));
-                y__vector[(int64_t)2] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(i1 + (int64_t)2)]));
-                y__vector[(int64_t)3] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y[((i0 * OUT) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
-              } else {
-                if ((i1 < OUT)) {
-                  y[((i0 * OUT) + i1)] = emmy_relu((y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[i1]));
-                }
-                if (((i1 + (int64_t)1) < OUT)) {
-                  y[(((i0 * OUT) + i1) + (int64_t)1)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < OUT)) {
-                  y[(((i0 * OUT) + i1) + (int64_t)2)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < OUT)) {
-                  y[(((i0 * OUT) + i1) + (int64_t)3)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  linear_relu__k0__body<int64_t>(x, w, b, y, B, IN, OUT);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -1563,7 +916,7 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   if (IN < 0) return emmy_fail("linear_relu: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_relu: size OUT is negative (%lld)", (long long)OUT);
   if (B == 0 || OUT == 0) return 0;  // every output is empty
-  if (((((((((((65535.9921875 + (double)B) + ((10.75 * (double)B) * (double)IN)) + (((0.25 * (double)B) * (double)IN) * (double)IN)) + ((double)B * (double)OUT)) + (1838.90625 * (double)IN)) + ((40.46875 * (double)IN) * (double)IN)) + (((0.25 * (double)IN) * (double)IN) * (double)OUT)) + ((10.75 * (double)IN) * (double)OUT)) + (275.5 * (double)OUT)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((65535.9921875 + (double)B) + ((double)B * (double)IN)) + ((double)B * (double)OUT)) + (258.875 * (double)IN)) + ((double)IN * (double)OUT)) + (275.5 * (double)OUT)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(linear_relu__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((B + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w, b, y, (int32_t)B, (int32_t)IN, (int32_t)OUT);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("linear_relu: kernel linear_relu__k0 failed: %s", cudaGetErrorString(error));

@@ -188,75 +188,77 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes C. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, const float* B, float* C, int32_t M, int32_t K, int32_t N) {
-  for (int32_t io = (int32_t)blockIdx.y; io < ((M + 63) / 64); io += (int32_t)gridDim.y) {
-    for (int32_t jo = (int32_t)blockIdx.x; jo < ((N + 63) / 64); jo += (int32_t)gridDim.x) {
-      const int32_t it = (int32_t)threadIdx.y;
-      const int32_t jt = (int32_t)threadIdx.x;
+// Computes C with indices of type emmy_index_t: int32_t in matmul__k0, which the launcher runs where every index fits,
+// int64_t in matmul__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void matmul__k0__body(const float* A, const float* B, float* C, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t io = (emmy_index_t)blockIdx.y; io < ((M + 63) / 64); io += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t jo = (emmy_index_t)blockIdx.x; jo < ((N + 63) / 64); jo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t it = (emmy_index_t)threadIdx.y;
+      const emmy_index_t jt = (emmy_index_t)threadIdx.x;
       alignas(16) float C__acc[16];
       #pragma unroll
-      for (int32_t ir = 0; ir < 4; ir += 1) {
-        const int32_t i = ((io * 64) + ((it * 4) + ir));
+      for (emmy_index_t ir = 0; ir < 4; ir += 1) {
+        const emmy_index_t i = ((io * 64) + ((it * 4) + ir));
         if ((i < M)) {
           #pragma unroll
-          for (int32_t jr = 0; jr < 4; jr += 1) {
-            const int32_t j = ((jo * 64) + ((jt * 4) + jr));
+          for (emmy_index_t jr = 0; jr < 4; jr += 1) {
+            const emmy_index_t j = ((jo * 64) + ((jt * 4) + jr));
             if ((j < N)) {
               C__acc[((ir * 4) + jr)] = 0.0f;
             }
           }
         }
       }
-      for (int32_t ko = 0; ko < ((K + 15) / 16); ko += 1) {
+      for (emmy_index_t ko = 0; ko < ((K + 15) / 16); ko += 1) {
         EMMY_SHARED(float, As, 1088);
-        const int32_t As_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-        const int32_t As_element = (As_vector * 4);
-        const int32_t As_0 = ((As_element / 16) % 64);
-        const int32_t As_1 = (As_element % 16);
+        const emmy_index_t As_vector = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+        const emmy_index_t As_element = (As_vector * 4);
+        const emmy_index_t As_0 = ((As_element / 16) % 64);
+        const emmy_index_t As_1 = (As_element % 16);
         __syncthreads();
         if ((((unsigned long long)(const void*)&A[((((io * 64) + As_0) * K) + ((ko * 16) + As_1))]) & 15) == 0 && ((((io * 64) + As_0) < M) && ((((ko * 16) + As_1) + 3) < K))) {
           alignas(16) float A__lanes[4];
           *reinterpret_cast<uint4*>(A__lanes) = *reinterpret_cast<const uint4*>(&A[((((io * 64) + As_0) * K) + ((ko * 16) + As_1))]);
           #pragma unroll
-          for (int32_t As_lane = 0; As_lane < 4; As_lane += 1) {
+          for (emmy_index_t As_lane = 0; As_lane < 4; As_lane += 1) {
             As[((As_0 * 17) + (As_1 + As_lane))] = A__lanes[As_lane];
           }
         } else {
           #pragma unroll
-          for (int32_t As_lane = 0; As_lane < 4; As_lane += 1) {
-            As[((As_0 * 17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, 64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, 16), As_1), As_lane) < K)) ? A[((((io * 64) + As_0) * K) + (((ko * 16) + As_1) + As_lane))] : 0.0f);
+          for (emmy_index_t As_lane = 0; As_lane < 4; As_lane += 1) {
+            As[((As_0 * 17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, (emmy_index_t)64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, (emmy_index_t)16), As_1), As_lane) < K)) ? A[((((io * 64) + As_0) * K) + (((ko * 16) + As_1) + As_lane))] : 0.0f);
           }
         }
         EMMY_SHARED(float, Bs, 1024);
-        const int32_t Bs_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
-        const int32_t Bs_element = (Bs_vector * 4);
-        const int32_t Bs_0 = ((Bs_element / 64) % 16);
-        const int32_t Bs_1 = (Bs_element % 64);
+        const emmy_index_t Bs_vector = ((emmy_index_t)threadIdx.x + (16 * ((emmy_index_t)threadIdx.y + (16 * (emmy_index_t)threadIdx.z))));
+        const emmy_index_t Bs_element = (Bs_vector * 4);
+        const emmy_index_t Bs_0 = ((Bs_element / 64) % 16);
+        const emmy_index_t Bs_1 = (Bs_element % 64);
         if ((((unsigned long long)(const void*)&B[((((ko * 16) + Bs_0) * N) + ((jo * 64) + Bs_1))]) & 15) == 0 && ((((ko * 16) + Bs_0) < K) && ((((jo * 64) + Bs_1) + 3) < N))) {
           alignas(16) float B__lanes[4];
           *reinterpret_cast<uint4*>(B__lanes) = *reinterpret_cast<const uint4*>(&B[((((ko * 16) + Bs_0) * N) + ((jo * 64) + Bs_1))]);
           #pragma unroll
-          for (int32_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
+          for (emmy_index_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
             Bs[((Bs_0 * 64) + (Bs_1 + Bs_lane))] = B__lanes[Bs_lane];
           }
         } else {
           #pragma unroll
-          for (int32_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
-            Bs[((Bs_0 * 64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, 16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, 64), Bs_1), Bs_lane) < N)) ? B[((((ko * 16) + Bs_0) * N) + (((jo * 64) + Bs_1) + Bs_lane))] : 0.0f);
+          for (emmy_index_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
+            Bs[((Bs_0 * 64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, (emmy_index_t)16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, (emmy_index_t)64), Bs_1), Bs_lane) < N)) ? B[((((ko * 16) + Bs_0) * N) + (((jo * 64) + Bs_1) + Bs_lane))] : 0.0f);
           }
         }
         __syncthreads();
         #pragma unroll
-        for (int32_t ki = 0; ki < 16; ki += 1) {
-          const int32_t k = ((ko * 16) + ki);
+        for (emmy_index_t ki = 0; ki < 16; ki += 1) {
+          const emmy_index_t k = ((ko * 16) + ki);
           if ((k < K)) {
             #pragma unroll
-            for (int32_t ir = 0; ir < 4; ir += 1) {
+            for (emmy_index_t ir = 0; ir < 4; ir += 1) {
               alignas(16) float Bs__lanes[4];
               emmy_load_shared_vector<16>(Bs__lanes, Bs, ((ki * 64) + (jt * 4)));
               #pragma unroll
-              for (int32_t jr = 0; jr < 4; jr += 1) {
+              for (emmy_index_t jr = 0; jr < 4; jr += 1) {
                 C__acc[((ir * 4) + jr)] = (C__acc[((ir * 4) + jr)] + (As[((((it * 4) + ir) * 17) + ki)] * Bs__lanes[jr]));
               }
             }
@@ -264,20 +266,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, 
         }
       }
       #pragma unroll
-      for (int32_t ir = 0; ir < 4; ir += 1) {
-        const int32_t i = ((io * 64) + ((it * 4) + ir));
+      for (emmy_index_t ir = 0; ir < 4; ir += 1) {
+        const emmy_index_t i = ((io * 64) + ((it * 4) + ir));
         if ((i < M)) {
           if ((((unsigned long long)(const void*)&C[((i * N) + ((jo * 64) + (jt * 4)))]) & 15) == 0 && (((jo * 64) + ((jt * 4) + 3)) < N)) {
             alignas(16) float C__lanes[4];
             #pragma unroll
-            for (int32_t jr = 0; jr < 4; jr += 1) {
+            for (emmy_index_t jr = 0; jr < 4; jr += 1) {
               C__lanes[jr] = C__acc[((ir * 4) + jr)];
             }
             *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * 64) + (jt * 4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
           } else {
             #pragma unroll
-            for (int32_t jr = 0; jr < 4; jr += 1) {
-              const int32_t j = ((jo * 64) + ((jt * 4) + jr));
+            for (emmy_index_t jr = 0; jr < 4; jr += 1) {
+              const emmy_index_t j = ((jo * 64) + ((jt * 4) + jr));
               if ((j < N)) {
                 C[((i * N) + j)] = C__acc[((ir * 4) + jr)];
               }
@@ -288,106 +290,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, 
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, const float* B, float* C, int32_t M, int32_t K, int32_t N) {
+  matmul__k0__body<int32_t>(A, B, C, M, K, N);
+}
 
-// Computes C.
+// Computes C (the body of matmul__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0__i64(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
-  for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
-    for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
-      const int64_t it = (int64_t)threadIdx.y;
-      const int64_t jt = (int64_t)threadIdx.x;
-      alignas(16) float C__acc[16];
-      #pragma unroll
-      for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
-        const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
-        if ((i < M)) {
-          #pragma unroll
-          for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-            const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-            if ((j < N)) {
-              C__acc[((ir * (int64_t)4) + jr)] = 0.0f;
-            }
-          }
-        }
-      }
-      for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
-        EMMY_SHARED(float, As, 1088);
-        const int64_t As_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t As_element = (As_vector * (int64_t)4);
-        const int64_t As_0 = ((As_element / (int64_t)16) % (int64_t)64);
-        const int64_t As_1 = (As_element % (int64_t)16);
-        __syncthreads();
-        if ((((unsigned long long)(const void*)&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]) & 15) == 0 && ((((io * (int64_t)64) + As_0) < M) && ((((ko * (int64_t)16) + As_1) + (int64_t)3) < K))) {
-          alignas(16) float A__lanes[4];
-          *reinterpret_cast<uint4*>(A__lanes) = *reinterpret_cast<const uint4*>(&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]);
-          #pragma unroll
-          for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
-            As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = A__lanes[As_lane];
-          }
-        } else {
-          #pragma unroll
-          for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
-            As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, (int64_t)64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, (int64_t)16), As_1), As_lane) < K)) ? A[((((io * (int64_t)64) + As_0) * K) + (((ko * (int64_t)16) + As_1) + As_lane))] : 0.0f);
-          }
-        }
-        EMMY_SHARED(float, Bs, 1024);
-        const int64_t Bs_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t Bs_element = (Bs_vector * (int64_t)4);
-        const int64_t Bs_0 = ((Bs_element / (int64_t)64) % (int64_t)16);
-        const int64_t Bs_1 = (Bs_element % (int64_t)64);
-        if ((((unsigned long long)(const void*)&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]) & 15) == 0 && ((((ko * (int64_t)16) + Bs_0) < K) && ((((jo * (int64_t)64) + Bs_1) + (int64_t)3) < N))) {
-          alignas(16) float B__lanes[4];
-          *reinterpret_cast<uint4*>(B__lanes) = *reinterpret_cast<const uint4*>(&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]);
-          #pragma unroll
-          for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
-            Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = B__lanes[Bs_lane];
-          }
-        } else {
-          #pragma unroll
-          for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
-            Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, (int64_t)16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, (int64_t)64), Bs_1), Bs_lane) < N)) ? B[((((ko * (int64_t)16) + Bs_0) * N) + (((jo * (int64_t)64) + Bs_1) + Bs_lane))] : 0.0f);
-          }
-        }
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ki = (int64_t)0; ki < (int64_t)16; ki += (int64_t)1) {
-          const int64_t k = ((ko * (int64_t)16) + ki);
-          if ((k < K)) {
-            #pragma unroll
-            for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
-              alignas(16) float Bs__lanes[4];
-              emmy_load_shared_vector<16>(Bs__lanes, Bs, ((ki * (int64_t)64) + (jt * (int64_t)4)));
-              #pragma unroll
-              for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-                C__acc[((ir * (int64_t)4) + jr)] = (C__acc[((ir * (int64_t)4) + jr)] + (As[((((it * (int64_t)4) + ir) * (int64_t)17) + ki)] * Bs__lanes[jr]));
-              }
-            }
-          }
-        }
-      }
-      #pragma unroll
-      for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
-        const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
-        if ((i < M)) {
-          if ((((unsigned long long)(const void*)&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) & 15) == 0 && (((jo * (int64_t)64) + ((jt * (int64_t)4) + (int64_t)3)) < N)) {
-            alignas(16) float C__lanes[4];
-            #pragma unroll
-            for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-              C__lanes[jr] = C__acc[((ir * (int64_t)4) + jr)];
-            }
-            *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-              const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-              if ((j < N)) {
-                C[((i * N) + j)] = C__acc[((ir * (int64_t)4) + jr)];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  matmul__k0__body<int64_t>(A, B, C, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY

@@ -277,34 +277,36 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
-// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+// Computes h__ms, h with indices of type emmy_index_t: int32_t in residual_mlp__LANES32__k0, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES32__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES32__k0__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t n = (emmy_index_t)blockIdx.x; n < N; n += (emmy_index_t)gridDim.x) {
     EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 2048, 0, (((D + 3) / 4) * 4));
     __syncthreads();
-    for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
-      const int32_t h__x_row_element = (h__x_row_vector * 4);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+    for (emmy_index_t h__x_row_vector = (emmy_index_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (emmy_index_t)blockDim.x) {
+      const emmy_index_t h__x_row_element = (h__x_row_vector * 4);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (emmy_index_t)0);
     }
     emmy_wait_for_copies<0>();
     float h__ms;
     float h__ms__acc;
     h__ms__acc = 0.0f;
-    const int32_t d_lane_1 = (int32_t)threadIdx.x;
-    const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 31) / 32) : ((((D + 3) / 4) - d_lane_1) / 32)));
-    const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 127) / 128) : ((D - ((d_lane_1 * 4) + 3)) / 128)));
-    for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+    const emmy_index_t d_lane_1 = (emmy_index_t)threadIdx.x;
+    const emmy_index_t d_step_1__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 31) / 32) : ((((D + 3) / 4) - d_lane_1) / 32)));
+    const emmy_index_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 127) / 128) : ((D - ((d_lane_1 * 4) + 3)) / 128)));
+    for (emmy_index_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
       alignas(16) float h__x_row__lanes[4];
       emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 32) + d_lane_1) * 4));
       #pragma unroll
-      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+      for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
         h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
       }
     }
-    for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+    for (emmy_index_t d_step_1 = emmy_max((emmy_index_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
       #pragma unroll
-      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
-        const int32_t d_1 = ((((d_step_1 * 32) + d_lane_1) * 4) + d_element_1);
+      for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        const emmy_index_t d_1 = ((((d_step_1 * 32) + d_lane_1) * 4) + d_element_1);
         if ((d_1 < D)) {
           h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
         }
@@ -316,11 +318,11 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
     h__ms = (h__ms__acc / (float)D);
-    const int32_t d_lane = (int32_t)threadIdx.x;
+    const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-    const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 31) / 32) : ((((D + 3) / 4) - d_lane) / 32)));
-    for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+    const emmy_index_t d_step__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 31) / 32) : ((((D + 3) / 4) - d_lane) / 32)));
+    for (emmy_index_t d_step = 0; d_step < d_step__end; d_step += 1) {
       if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 32) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 32) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 32) + d_lane) * 4) + 3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 32) + d_lane) * 4)]);
@@ -328,14 +330,14 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
         emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 32) + d_lane) * 4));
         alignas(16) float h__lanes[4];
         #pragma unroll
-        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+        for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
           h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 32) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
       } else {
         #pragma unroll
-        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-          const int32_t d = ((((d_step * 32) + d_lane) * 4) + d_element);
+        for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+          const emmy_index_t d = ((((d_step * 32) + d_lane) * 4) + d_element);
           if ((d < D)) {
             h[((n * D) + d)] = ((h__x_row[((((d_step * 32) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
           }
@@ -344,121 +346,63 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
     }
   }
 }
-
-// Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
-    __syncthreads();
-    for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
-      const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
-    }
-    emmy_wait_for_copies<0>();
-    float h__ms;
-    float h__ms__acc;
-    h__ms__acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
-    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-      alignas(16) float h__x_row__lanes[4];
-      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
-      #pragma unroll
-      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
-      }
-    }
-    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-      #pragma unroll
-      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
-        if ((d_1 < D)) {
-          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
-        }
-      }
-    }
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-    h__ms = (h__ms__acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    float d_step__invariant_0;
-    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-        alignas(16) float g__lanes[4];
-        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
-        alignas(16) float h__x_row__lanes[4];
-        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
-        alignas(16) float h__lanes[4];
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-        }
-        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-      } else {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES32__k0__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__h__lane = (int32_t)threadIdx.x;
-      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+// Computes h__ms, h (the body of residual_mlp__LANES32__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES32__k0__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes y__h__acc, y__h with indices of type emmy_index_t: int32_t in residual_mlp__LANES32__k1, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES32__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES32__k1__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((H + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__h__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__h__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__h__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__h__a_slices_0, 1056);
       EMMY_SHARED(float, y__h__a_slices_1, 1056);
       EMMY_SHARED(float, y__h__b_slices_0, 1056);
       EMMY_SHARED(float, y__h__b_slices_1, 1056);
       alignas(16) float y__h__accumulators[64];
       #pragma unroll
-      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+      for (emmy_index_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
         y__h__accumulators[y__h__element] = 0.0f;
       }
-      const int32_t y__h__lane_row = (y__h__lane / 8);
-      const int32_t y__h__lane_col = (y__h__lane % 8);
+      const emmy_index_t y__h__lane_row = (y__h__lane / 8);
+      const emmy_index_t y__h__lane_col = (y__h__lane % 8);
       alignas(16) float y__h__a_fragments[16];
       alignas(16) float y__h__b_fragments[16];
-      const int32_t y__h__slices = ((D + 7) / 8);
-      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
-      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
-      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
-      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
-      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
-      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
-      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
-      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      const emmy_index_t y__h__slices = ((D + 7) / 8);
+      const emmy_index_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const emmy_index_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const emmy_index_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const emmy_index_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const emmy_index_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const emmy_index_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const emmy_index_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const emmy_index_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
       if ((0 < y__h__slices)) {
         __syncthreads();
         emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
@@ -470,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
       }
-      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+      for (emmy_index_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
         if ((y__h__slice < y__h__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -485,168 +429,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
             emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -667,168 +611,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
             emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -838,14 +782,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+      for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
         #pragma unroll
-        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+        for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+            for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
               if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
                 alignas(16) float y__h__vector[4];
                 y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
@@ -874,515 +818,63 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
     }
   }
 }
-
-// Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__h__lane = (int64_t)threadIdx.x;
-      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__h__a_slices_0, 1056);
-      EMMY_SHARED(float, y__h__a_slices_1, 1056);
-      EMMY_SHARED(float, y__h__b_slices_0, 1056);
-      EMMY_SHARED(float, y__h__b_slices_1, 1056);
-      alignas(16) float y__h__accumulators[64];
-      #pragma unroll
-      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
-        y__h__accumulators[y__h__element] = 0.0f;
-      }
-      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
-      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
-      alignas(16) float y__h__a_fragments[16];
-      alignas(16) float y__h__b_fragments[16];
-      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
-      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
-      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
-      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
-      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
-      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
-      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
-      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
-      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
-      if (((int64_t)0 < y__h__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
-      }
-      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
-        if ((y__h__slice < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
-                alignas(16) float y__h__vector[4];
-                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
-              } else {
-                if ((i1 < H)) {
-                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                }
-                if (((i1 + (int64_t)1) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES32__k1__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__lane = (int32_t)threadIdx.x;
-      const int32_t y__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+// Computes y__h__acc, y__h (the body of residual_mlp__LANES32__k1 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES32__k1__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes y__y__acc, y with indices of type emmy_index_t: int32_t in residual_mlp__LANES32__k2, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES32__k2__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES32__k2__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((D + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__a_slices_0, 1056);
       EMMY_SHARED(float, y__a_slices_1, 1056);
       EMMY_SHARED(float, y__b_slices_0, 1056);
       EMMY_SHARED(float, y__b_slices_1, 1056);
       alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+      for (emmy_index_t y__element = 0; y__element < 64; y__element += 1) {
         y__accumulators[y__element] = 0.0f;
       }
-      const int32_t y__lane_row = (y__lane / 8);
-      const int32_t y__lane_col = (y__lane % 8);
+      const emmy_index_t y__lane_row = (y__lane / 8);
+      const emmy_index_t y__lane_col = (y__lane % 8);
       alignas(16) float y__a_fragments[16];
       alignas(16) float y__b_fragments[16];
-      const int32_t y__slices = ((H + 7) / 8);
-      const int32_t y__a_slices_first_row = (y__thread % 8);
-      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
-      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
-      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
-      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
-      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
-      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
-      const int32_t y__b_slices_first_row = (y__thread % 8);
-      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
-      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
-      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
-      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
-      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
-      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      const emmy_index_t y__slices = ((H + 7) / 8);
+      const emmy_index_t y__a_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const emmy_index_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const emmy_index_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const emmy_index_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const emmy_index_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const emmy_index_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const emmy_index_t y__b_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const emmy_index_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const emmy_index_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const emmy_index_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const emmy_index_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const emmy_index_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
       if ((0 < y__slices)) {
         __syncthreads();
         emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
@@ -1394,7 +886,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
       }
-      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+      for (emmy_index_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -1409,168 +901,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
             emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -1591,168 +1083,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
             emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -1762,14 +1254,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+      for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
         #pragma unroll
-        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+        for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+            for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
               if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
                 alignas(16) float y__vector[4];
                 y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
@@ -1798,497 +1290,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
     }
   }
 }
-
-// Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__lane = (int64_t)threadIdx.x;
-      const int64_t y__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__a_slices_0, 1056);
-      EMMY_SHARED(float, y__a_slices_1, 1056);
-      EMMY_SHARED(float, y__b_slices_0, 1056);
-      EMMY_SHARED(float, y__b_slices_1, 1056);
-      alignas(16) float y__accumulators[64];
-      #pragma unroll
-      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
-        y__accumulators[y__element] = 0.0f;
-      }
-      const int64_t y__lane_row = (y__lane / (int64_t)8);
-      const int64_t y__lane_col = (y__lane % (int64_t)8);
-      alignas(16) float y__a_fragments[16];
-      alignas(16) float y__b_fragments[16];
-      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
-      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
-      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
-      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
-      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
-      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
-      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
-      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
-      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
-      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
-      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
-      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
-      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
-      if (((int64_t)0 < y__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
-      }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
-        if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__slice + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
-                alignas(16) float y__vector[4];
-                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
-              } else {
-                if ((i1 < D)) {
-                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                }
-                if (((i1 + (int64_t)1) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES32__k2__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+// Computes y__y__acc, y (the body of residual_mlp__LANES32__k2 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES32__k2__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes h__ms, h with indices of type emmy_index_t: int32_t in residual_mlp__LANES128__k0, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES128__k0__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t n = (emmy_index_t)blockIdx.x; n < N; n += (emmy_index_t)gridDim.x) {
     EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 8192, 0, (((D + 3) / 4) * 4));
     __syncthreads();
-    for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
-      const int32_t h__x_row_element = (h__x_row_vector * 4);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+    for (emmy_index_t h__x_row_vector = (emmy_index_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (emmy_index_t)blockDim.x) {
+      const emmy_index_t h__x_row_element = (h__x_row_vector * 4);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (emmy_index_t)0);
     }
     emmy_wait_for_copies<0>();
     float h__ms;
     float h__ms__acc;
     h__ms__acc = 0.0f;
-    const int32_t d_lane_1 = (int32_t)threadIdx.x;
-    const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 127) / 128) : ((((D + 3) / 4) - d_lane_1) / 128)));
-    const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 511) / 512) : ((D - ((d_lane_1 * 4) + 3)) / 512)));
-    for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+    const emmy_index_t d_lane_1 = (emmy_index_t)threadIdx.x;
+    const emmy_index_t d_step_1__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 127) / 128) : ((((D + 3) / 4) - d_lane_1) / 128)));
+    const emmy_index_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 511) / 512) : ((D - ((d_lane_1 * 4) + 3)) / 512)));
+    for (emmy_index_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
       alignas(16) float h__x_row__lanes[4];
       emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 128) + d_lane_1) * 4));
       #pragma unroll
-      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+      for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
         h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
       }
     }
-    for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+    for (emmy_index_t d_step_1 = emmy_max((emmy_index_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
       #pragma unroll
-      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
-        const int32_t d_1 = ((((d_step_1 * 128) + d_lane_1) * 4) + d_element_1);
+      for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        const emmy_index_t d_1 = ((((d_step_1 * 128) + d_lane_1) * 4) + d_element_1);
         if ((d_1 < D)) {
           h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
         }
@@ -2300,22 +1340,22 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
     EMMY_SHARED(float, h__ms__acc__partials, 4);
-    if ((((int32_t)threadIdx.x % 32) == 0)) {
-      h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+    if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+      h__ms__acc__partials[((emmy_index_t)threadIdx.x / 32)] = h__ms__acc;
     }
     __syncthreads();
-    h__ms__acc = ((((int32_t)threadIdx.x % 32) < 4) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+    h__ms__acc = ((((emmy_index_t)threadIdx.x % 32) < 4) ? h__ms__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
     h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
     h__ms = (h__ms__acc / (float)D);
-    const int32_t d_lane = (int32_t)threadIdx.x;
+    const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-    const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 127) / 128) : ((((D + 3) / 4) - d_lane) / 128)));
-    for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+    const emmy_index_t d_step__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 127) / 128) : ((((D + 3) / 4) - d_lane) / 128)));
+    for (emmy_index_t d_step = 0; d_step < d_step__end; d_step += 1) {
       if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 128) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 128) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 128) + d_lane) * 4) + 3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 128) + d_lane) * 4)]);
@@ -2323,14 +1363,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
         emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 128) + d_lane) * 4));
         alignas(16) float h__lanes[4];
         #pragma unroll
-        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+        for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
           h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 128) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
       } else {
         #pragma unroll
-        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-          const int32_t d = ((((d_step * 128) + d_lane) * 4) + d_element);
+        for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+          const emmy_index_t d = ((((d_step * 128) + d_lane) * 4) + d_element);
           if ((d < D)) {
             h[((n * D) + d)] = ((h__x_row[((((d_step * 128) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
           }
@@ -2339,132 +1379,63 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
     }
   }
 }
-
-// Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
-    __syncthreads();
-    for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
-      const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
-    }
-    emmy_wait_for_copies<0>();
-    float h__ms;
-    float h__ms__acc;
-    h__ms__acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
-    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-      alignas(16) float h__x_row__lanes[4];
-      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
-      #pragma unroll
-      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
-      }
-    }
-    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-      #pragma unroll
-      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
-        if ((d_1 < D)) {
-          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
-        }
-      }
-    }
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-    EMMY_SHARED(float, h__ms__acc__partials, 4);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
-    }
-    __syncthreads();
-    h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-    h__ms = (h__ms__acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    float d_step__invariant_0;
-    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-        alignas(16) float g__lanes[4];
-        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
-        alignas(16) float h__x_row__lanes[4];
-        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
-        alignas(16) float h__lanes[4];
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-        }
-        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-      } else {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES128__k0__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__h__lane = (int32_t)threadIdx.x;
-      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+// Computes h__ms, h (the body of residual_mlp__LANES128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES128__k0__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes y__h__acc, y__h with indices of type emmy_index_t: int32_t in residual_mlp__LANES128__k1, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES128__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES128__k1__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((H + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__h__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__h__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__h__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__h__a_slices_0, 1056);
       EMMY_SHARED(float, y__h__a_slices_1, 1056);
       EMMY_SHARED(float, y__h__b_slices_0, 1056);
       EMMY_SHARED(float, y__h__b_slices_1, 1056);
       alignas(16) float y__h__accumulators[64];
       #pragma unroll
-      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+      for (emmy_index_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
         y__h__accumulators[y__h__element] = 0.0f;
       }
-      const int32_t y__h__lane_row = (y__h__lane / 8);
-      const int32_t y__h__lane_col = (y__h__lane % 8);
+      const emmy_index_t y__h__lane_row = (y__h__lane / 8);
+      const emmy_index_t y__h__lane_col = (y__h__lane % 8);
       alignas(16) float y__h__a_fragments[16];
       alignas(16) float y__h__b_fragments[16];
-      const int32_t y__h__slices = ((D + 7) / 8);
-      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
-      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
-      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
-      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
-      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
-      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
-      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
-      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      const emmy_index_t y__h__slices = ((D + 7) / 8);
+      const emmy_index_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const emmy_index_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const emmy_index_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const emmy_index_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const emmy_index_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const emmy_index_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const emmy_index_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const emmy_index_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
       if ((0 < y__h__slices)) {
         __syncthreads();
         emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
@@ -2476,7 +1447,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
       }
-      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+      for (emmy_index_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
         if ((y__h__slice < y__h__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -2491,168 +1462,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
             emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -2673,168 +1644,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
             emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -2844,14 +1815,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+      for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
         #pragma unroll
-        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+        for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+            for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
               if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
                 alignas(16) float y__h__vector[4];
                 y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
@@ -2880,515 +1851,63 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
     }
   }
 }
-
-// Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__h__lane = (int64_t)threadIdx.x;
-      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__h__a_slices_0, 1056);
-      EMMY_SHARED(float, y__h__a_slices_1, 1056);
-      EMMY_SHARED(float, y__h__b_slices_0, 1056);
-      EMMY_SHARED(float, y__h__b_slices_1, 1056);
-      alignas(16) float y__h__accumulators[64];
-      #pragma unroll
-      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
-        y__h__accumulators[y__h__element] = 0.0f;
-      }
-      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
-      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
-      alignas(16) float y__h__a_fragments[16];
-      alignas(16) float y__h__b_fragments[16];
-      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
-      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
-      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
-      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
-      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
-      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
-      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
-      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
-      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
-      if (((int64_t)0 < y__h__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
-      }
-      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
-        if ((y__h__slice < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
-                alignas(16) float y__h__vector[4];
-                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
-              } else {
-                if ((i1 < H)) {
-                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                }
-                if (((i1 + (int64_t)1) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES128__k1__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__lane = (int32_t)threadIdx.x;
-      const int32_t y__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+// Computes y__h__acc, y__h (the body of residual_mlp__LANES128__k1 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES128__k1__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes y__y__acc, y with indices of type emmy_index_t: int32_t in residual_mlp__LANES128__k2, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES128__k2__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES128__k2__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((D + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__a_slices_0, 1056);
       EMMY_SHARED(float, y__a_slices_1, 1056);
       EMMY_SHARED(float, y__b_slices_0, 1056);
       EMMY_SHARED(float, y__b_slices_1, 1056);
       alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+      for (emmy_index_t y__element = 0; y__element < 64; y__element += 1) {
         y__accumulators[y__element] = 0.0f;
       }
-      const int32_t y__lane_row = (y__lane / 8);
-      const int32_t y__lane_col = (y__lane % 8);
+      const emmy_index_t y__lane_row = (y__lane / 8);
+      const emmy_index_t y__lane_col = (y__lane % 8);
       alignas(16) float y__a_fragments[16];
       alignas(16) float y__b_fragments[16];
-      const int32_t y__slices = ((H + 7) / 8);
-      const int32_t y__a_slices_first_row = (y__thread % 8);
-      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
-      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
-      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
-      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
-      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
-      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
-      const int32_t y__b_slices_first_row = (y__thread % 8);
-      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
-      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
-      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
-      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
-      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
-      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      const emmy_index_t y__slices = ((H + 7) / 8);
+      const emmy_index_t y__a_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const emmy_index_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const emmy_index_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const emmy_index_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const emmy_index_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const emmy_index_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const emmy_index_t y__b_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const emmy_index_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const emmy_index_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const emmy_index_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const emmy_index_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const emmy_index_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
       if ((0 < y__slices)) {
         __syncthreads();
         emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
@@ -3400,7 +1919,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
       }
-      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+      for (emmy_index_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -3415,168 +1934,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
             emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -3597,168 +2116,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
             emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -3768,14 +2287,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+      for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
         #pragma unroll
-        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+        for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+            for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
               if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
                 alignas(16) float y__vector[4];
                 y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
@@ -3804,498 +2323,46 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
     }
   }
 }
-
-// Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__lane = (int64_t)threadIdx.x;
-      const int64_t y__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__a_slices_0, 1056);
-      EMMY_SHARED(float, y__a_slices_1, 1056);
-      EMMY_SHARED(float, y__b_slices_0, 1056);
-      EMMY_SHARED(float, y__b_slices_1, 1056);
-      alignas(16) float y__accumulators[64];
-      #pragma unroll
-      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
-        y__accumulators[y__element] = 0.0f;
-      }
-      const int64_t y__lane_row = (y__lane / (int64_t)8);
-      const int64_t y__lane_col = (y__lane % (int64_t)8);
-      alignas(16) float y__a_fragments[16];
-      alignas(16) float y__b_fragments[16];
-      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
-      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
-      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
-      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
-      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
-      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
-      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
-      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
-      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
-      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
-      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
-      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
-      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
-      if (((int64_t)0 < y__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
-      }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
-        if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__slice + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
-                alignas(16) float y__vector[4];
-                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
-              } else {
-                if ((i1 < D)) {
-                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                }
-                if (((i1 + (int64_t)1) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES128__k2__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
-    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+// Computes y__y__acc, y (the body of residual_mlp__LANES128__k2 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES128__k2__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes h__ms, h with indices of type emmy_index_t: int32_t in residual_mlp__LANES256__k0, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES256__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES256__k0__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t n = (emmy_index_t)blockIdx.x; n < N; n += (emmy_index_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 58112, 0, (((D + 3) / 4) * 4));
       __syncthreads();
-      for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
-        const int32_t h__x_row_element = (h__x_row_vector * 4);
-        emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+      for (emmy_index_t h__x_row_vector = (emmy_index_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (emmy_index_t)blockDim.x) {
+        const emmy_index_t h__x_row_element = (h__x_row_vector * 4);
+        emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (emmy_index_t)0);
       }
       emmy_wait_for_copies<0>();
       float h__ms;
       float h__ms__acc;
       h__ms__acc = 0.0f;
-      const int32_t d_lane_1 = (int32_t)threadIdx.x;
-      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
-      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
-      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+      const emmy_index_t d_lane_1 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const emmy_index_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (emmy_index_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
         alignas(16) float h__x_row__lanes[4];
         emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 256) + d_lane_1) * 4));
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
           h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
         }
       }
-      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+      for (emmy_index_t d_step_1 = emmy_max((emmy_index_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
-          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const emmy_index_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
           if ((d_1 < D)) {
             h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
           }
@@ -4307,22 +2374,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       EMMY_SHARED(float, h__ms__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        h__ms__acc__partials[((emmy_index_t)threadIdx.x / 32)] = h__ms__acc;
       }
       __syncthreads();
-      h__ms__acc = ((((int32_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      h__ms__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       h__ms = (h__ms__acc / (float)D);
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-      for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+      const emmy_index_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (emmy_index_t d_step = 0; d_step < d_step__end; d_step += 1) {
         if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 256) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 256) + d_lane) * 4)]);
@@ -4330,14 +2397,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
           emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 256) + d_lane) * 4));
           alignas(16) float h__lanes[4];
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
             h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
         } else {
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+            const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
             if ((d < D)) {
               h[((n * D) + d)] = ((h__x_row[((((d_step * 256) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
             }
@@ -4345,24 +2412,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
         }
       }
     }
-    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes()))) {
       float h__ms;
       float h__ms__acc;
       h__ms__acc = 0.0f;
-      const int32_t d_lane_2 = (int32_t)threadIdx.x;
-      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
-      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__end; d_step_2 += 1) {
+      const emmy_index_t d_lane_2 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      for (emmy_index_t d_step_2 = 0; d_step_2 < d_step_2__end; d_step_2 += 1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * 256) + d_lane_2) * 4))]) & 15) == 0 && (((((d_step_2 * 256) + d_lane_2) * 4) + 3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * 256) + d_lane_2) * 4))]);
           #pragma unroll
-          for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
             h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
           }
         } else {
           #pragma unroll
-          for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
-            const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+          for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+            const emmy_index_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
             if ((d_1 < D)) {
               h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
             }
@@ -4376,22 +2443,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       EMMY_SHARED(float, h__ms__acc__partials, 8);
       __syncthreads();
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        h__ms__acc__partials[((emmy_index_t)threadIdx.x / 32)] = h__ms__acc;
       }
       __syncthreads();
-      h__ms__acc = ((((int32_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      h__ms__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       h__ms = (h__ms__acc / (float)D);
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-      for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+      const emmy_index_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (emmy_index_t d_step = 0; d_step < d_step__end1; d_step += 1) {
         if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 256) + d_lane) * 4)]);
@@ -4399,14 +2466,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
           alignas(16) float h__lanes[4];
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
             h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
         } else {
           #pragma unroll
-          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+          for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+            const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
             if ((d < D)) {
               h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
             }
@@ -4416,203 +2483,63 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES256__k0__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
 
-// Computes h__ms, h.
+// Computes h__ms, h (the body of residual_mlp__LANES256__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
-      EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
-      __syncthreads();
-      for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
-        const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-        emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
-      }
-      emmy_wait_for_copies<0>();
-      float h__ms;
-      float h__ms__acc;
-      h__ms__acc = 0.0f;
-      const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) float h__x_row__lanes[4];
-        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
-        }
-      }
-      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-          if ((d_1 < D)) {
-            h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
-          }
-        }
-      }
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      EMMY_SHARED(float, h__ms__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
-      }
-      __syncthreads();
-      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      h__ms = (h__ms__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float g__lanes[4];
-          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float h__x_row__lanes[4];
-          emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) float h__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      }
-    }
-    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
-      float h__ms;
-      float h__ms__acc;
-      h__ms__acc = 0.0f;
-      const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-            }
-          }
-        }
-      }
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      EMMY_SHARED(float, h__ms__acc__partials, 8);
-      __syncthreads();
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
-      }
-      __syncthreads();
-      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      h__ms = (h__ms__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float g__lanes[4];
-          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float h__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      }
-    }
-  }
+  residual_mlp__LANES256__k0__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__h__lane = (int32_t)threadIdx.x;
-      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+// Computes y__h__acc, y__h with indices of type emmy_index_t: int32_t in residual_mlp__LANES256__k1, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES256__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES256__k1__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((H + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__h__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__h__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__h__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__h__a_slices_0, 1056);
       EMMY_SHARED(float, y__h__a_slices_1, 1056);
       EMMY_SHARED(float, y__h__b_slices_0, 1056);
       EMMY_SHARED(float, y__h__b_slices_1, 1056);
       alignas(16) float y__h__accumulators[64];
       #pragma unroll
-      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+      for (emmy_index_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
         y__h__accumulators[y__h__element] = 0.0f;
       }
-      const int32_t y__h__lane_row = (y__h__lane / 8);
-      const int32_t y__h__lane_col = (y__h__lane % 8);
+      const emmy_index_t y__h__lane_row = (y__h__lane / 8);
+      const emmy_index_t y__h__lane_col = (y__h__lane % 8);
       alignas(16) float y__h__a_fragments[16];
       alignas(16) float y__h__b_fragments[16];
-      const int32_t y__h__slices = ((D + 7) / 8);
-      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
-      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
-      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
-      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
-      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
-      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
-      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
-      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
-      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
-      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
-      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
-      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      const emmy_index_t y__h__slices = ((D + 7) / 8);
+      const emmy_index_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const emmy_index_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const emmy_index_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const emmy_index_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const emmy_index_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const emmy_index_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const emmy_index_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const emmy_index_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const emmy_index_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const emmy_index_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const emmy_index_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const emmy_index_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const emmy_index_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const emmy_index_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
       if ((0 < y__h__slices)) {
         __syncthreads();
         emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
@@ -4624,7 +2551,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
         emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
       }
-      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+      for (emmy_index_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
         if ((y__h__slice < y__h__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -4639,168 +2566,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
             emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -4821,168 +2748,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
             emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+          for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
             emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+          for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
             #pragma unroll
-            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+            for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                for (emmy_index_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
                   y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
                 }
               }
@@ -4992,14 +2919,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+      for (emmy_index_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
         #pragma unroll
-        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+        for (emmy_index_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+            for (emmy_index_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
               if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
                 alignas(16) float y__h__vector[4];
                 y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
@@ -5028,515 +2955,63 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
     }
   }
 }
-
-// Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__h__lane = (int64_t)threadIdx.x;
-      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__h__a_slices_0, 1056);
-      EMMY_SHARED(float, y__h__a_slices_1, 1056);
-      EMMY_SHARED(float, y__h__b_slices_0, 1056);
-      EMMY_SHARED(float, y__h__b_slices_1, 1056);
-      alignas(16) float y__h__accumulators[64];
-      #pragma unroll
-      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
-        y__h__accumulators[y__h__element] = 0.0f;
-      }
-      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
-      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
-      alignas(16) float y__h__a_fragments[16];
-      alignas(16) float y__h__b_fragments[16];
-      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
-      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
-      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
-      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
-      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
-      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
-      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
-      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
-      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
-      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
-      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
-      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
-      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
-      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
-      if (((int64_t)0 < y__h__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
-        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
-      }
-      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
-        if ((y__h__slice < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
-            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
-                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
-                alignas(16) float y__h__vector[4];
-                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
-              } else {
-                if ((i1 < H)) {
-                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
-                }
-                if (((i1 + (int64_t)1) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < H)) {
-                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES256__k1__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
-// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
-    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
-      const int32_t y__lane = (int32_t)threadIdx.x;
-      const int32_t y__warp_col = (int32_t)threadIdx.y;
-      const int32_t y__warp_row = (int32_t)threadIdx.z;
-      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+// Computes y__h__acc, y__h (the body of residual_mlp__LANES256__k1 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  residual_mlp__LANES256__k1__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
+
+// Computes y__y__acc, y with indices of type emmy_index_t: int32_t in residual_mlp__LANES256__k2, which the launcher runs where every index fits,
+// int64_t in residual_mlp__LANES256__k2__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void residual_mlp__LANES256__k2__body(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, emmy_index_t N, emmy_index_t D, emmy_index_t H) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t oo = (emmy_index_t)blockIdx.x; oo < ((D + 127) / 128); oo += (emmy_index_t)gridDim.x) {
+      const emmy_index_t y__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t y__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t y__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
       EMMY_SHARED(float, y__a_slices_0, 1056);
       EMMY_SHARED(float, y__a_slices_1, 1056);
       EMMY_SHARED(float, y__b_slices_0, 1056);
       EMMY_SHARED(float, y__b_slices_1, 1056);
       alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+      for (emmy_index_t y__element = 0; y__element < 64; y__element += 1) {
         y__accumulators[y__element] = 0.0f;
       }
-      const int32_t y__lane_row = (y__lane / 8);
-      const int32_t y__lane_col = (y__lane % 8);
+      const emmy_index_t y__lane_row = (y__lane / 8);
+      const emmy_index_t y__lane_col = (y__lane % 8);
       alignas(16) float y__a_fragments[16];
       alignas(16) float y__b_fragments[16];
-      const int32_t y__slices = ((H + 7) / 8);
-      const int32_t y__a_slices_first_row = (y__thread % 8);
-      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
-      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
-      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
-      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
-      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
-      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
-      const int32_t y__b_slices_first_row = (y__thread % 8);
-      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
-      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
-      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
-      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
-      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
-      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
-      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      const emmy_index_t y__slices = ((H + 7) / 8);
+      const emmy_index_t y__a_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const emmy_index_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const emmy_index_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const emmy_index_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const emmy_index_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const emmy_index_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const emmy_index_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const emmy_index_t y__b_slices_first_row = (y__thread % 8);
+      const emmy_index_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const emmy_index_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const emmy_index_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const emmy_index_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const emmy_index_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const emmy_index_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const emmy_index_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const emmy_index_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
       if ((0 < y__slices)) {
         __syncthreads();
         emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
@@ -5548,7 +3023,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
         emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
       }
-      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+      for (emmy_index_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -5563,168 +3038,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(
             emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -5745,168 +3220,168 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(
             emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+          for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
             emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+          for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
             #pragma unroll
-            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+            for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
               #pragma unroll
-              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
                 #pragma unroll
-                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                for (emmy_index_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
                   y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
                 }
               }
@@ -5916,14 +3391,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+      for (emmy_index_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
         #pragma unroll
-        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
-          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+        for (emmy_index_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const emmy_index_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
           if ((i0 < N)) {
             #pragma unroll
-            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
-              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+            for (emmy_index_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const emmy_index_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
               if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
                 alignas(16) float y__vector[4];
                 y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
@@ -5952,467 +3427,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  residual_mlp__LANES256__k2__body<int32_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+}
 
-// Computes y__y__acc, y.
+// Computes y__y__acc, y (the body of residual_mlp__LANES256__k2 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
-      const int64_t y__lane = (int64_t)threadIdx.x;
-      const int64_t y__warp_col = (int64_t)threadIdx.y;
-      const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, y__a_slices_0, 1056);
-      EMMY_SHARED(float, y__a_slices_1, 1056);
-      EMMY_SHARED(float, y__b_slices_0, 1056);
-      EMMY_SHARED(float, y__b_slices_1, 1056);
-      alignas(16) float y__accumulators[64];
-      #pragma unroll
-      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
-        y__accumulators[y__element] = 0.0f;
-      }
-      const int64_t y__lane_row = (y__lane / (int64_t)8);
-      const int64_t y__lane_col = (y__lane % (int64_t)8);
-      alignas(16) float y__a_fragments[16];
-      alignas(16) float y__b_fragments[16];
-      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
-      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
-      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
-      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
-      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
-      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
-      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
-      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
-      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
-      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
-      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
-      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
-      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
-      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
-      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
-      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
-      if (((int64_t)0 < y__slices)) {
-        __syncthreads();
-        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
-        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
-      }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
-        if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((y__slice + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
-            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
-                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
-          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
-          if ((i0 < N)) {
-            #pragma unroll
-            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
-                alignas(16) float y__vector[4];
-                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
-              } else {
-                if ((i1 < D)) {
-                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
-                }
-                if (((i1 + (int64_t)1) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
-                }
-                if (((i1 + (int64_t)2) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
-                }
-                if (((i1 + (int64_t)3) < D)) {
-                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  residual_mlp__LANES256__k2__body<int64_t>(x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -6444,7 +3465,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6457,7 +3478,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES32__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
@@ -6483,7 +3504,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6496,7 +3517,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES128__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
@@ -6524,7 +3545,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6537,7 +3558,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES256__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2 failed: %s", cudaGetErrorString(error));

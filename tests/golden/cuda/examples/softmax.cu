@@ -277,35 +277,37 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
-// Computes m, s, y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x, float* y, int32_t N, int32_t D) {
-  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
-    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+// Computes m, s, y with indices of type emmy_index_t: int32_t in softmax__k0, which the launcher runs where every index fits,
+// int64_t in softmax__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void softmax__k0__body(const float* x, float* y, emmy_index_t N, emmy_index_t D) {
+  for (emmy_index_t n = (emmy_index_t)blockIdx.x; n < N; n += (emmy_index_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, 0, (((D + 3) / 4) * 4));
       __syncthreads();
-      for (int32_t x_shared_vector = (int32_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (int32_t)blockDim.x) {
-        const int32_t x_shared_element = (x_shared_vector * 4);
-        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int32_t)0);
+      for (emmy_index_t x_shared_vector = (emmy_index_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (emmy_index_t)blockDim.x) {
+        const emmy_index_t x_shared_element = (x_shared_vector * 4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (emmy_index_t)0);
       }
       emmy_wait_for_copies<0>();
       float m;
       float m__acc;
       m__acc = -INFINITY;
-      const int32_t d_lane_2 = (int32_t)threadIdx.x;
-      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
-      const int32_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
-      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
+      const emmy_index_t d_lane_2 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      const emmy_index_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
+      for (emmy_index_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
         alignas(16) float x_shared__lanes[4];
         emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * 256) + d_lane_2) * 4));
         #pragma unroll
-        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+        for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
           m__acc = emmy_max(m__acc, x_shared__lanes[d_element_2]);
         }
       }
-      for (int32_t d_step_2 = emmy_max(0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
+      for (emmy_index_t d_step_2 = emmy_max((emmy_index_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
         #pragma unroll
-        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
-          const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+        for (emmy_index_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          const emmy_index_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
           if ((d_1 < D)) {
             m__acc = emmy_max(m__acc, x_shared[d_1]);
           }
@@ -317,11 +319,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       EMMY_SHARED(float, m__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        m__acc__partials[((int32_t)threadIdx.x / 32)] = m__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        m__acc__partials[((emmy_index_t)threadIdx.x / 32)] = m__acc;
       }
       __syncthreads();
-      m__acc = ((((int32_t)threadIdx.x % 32) < 8) ? m__acc__partials[((int32_t)threadIdx.x % 32)] : -INFINITY);
+      m__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? m__acc__partials[((emmy_index_t)threadIdx.x % 32)] : -INFINITY);
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -331,23 +333,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
       float s;
       float s__acc;
       s__acc = 0.0f;
-      const int32_t d_lane_1 = (int32_t)threadIdx.x;
-      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
-      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
-      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+      const emmy_index_t d_lane_1 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const emmy_index_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (emmy_index_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
         alignas(16) float x_shared__lanes[4];
         emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * 256) + d_lane_1) * 4));
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
           x_shared__lanes[d_element_1] = expf((x_shared__lanes[d_element_1] - m));
           s__acc = (s__acc + x_shared__lanes[d_element_1]);
         }
         emmy_store_shared_vector<16>(x_shared, (((d_step_1 * 256) + d_lane_1) * 4), x_shared__lanes);
       }
-      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+      for (emmy_index_t d_step_1 = emmy_max((emmy_index_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
         #pragma unroll
-        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
-          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+        for (emmy_index_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const emmy_index_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
           if ((d_1 < D)) {
             x_shared[d_1] = expf((x_shared[d_1] - m));
             s__acc = (s__acc + x_shared[d_1]);
@@ -360,36 +362,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       EMMY_SHARED(float, s__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        s__acc__partials[((int32_t)threadIdx.x / 32)] = s__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        s__acc__partials[((emmy_index_t)threadIdx.x / 32)] = s__acc;
       }
       __syncthreads();
-      s__acc = ((((int32_t)threadIdx.x % 32) < 8) ? s__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      s__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? s__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-        for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+        const emmy_index_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (emmy_index_t d_step = 0; d_step < d_step__end; d_step += 1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
             alignas(16) float x_shared__lanes[4];
             emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
             alignas(16) float y__lanes[4];
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
               y__lanes[d_element] = (x_shared__lanes[d_element] * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+              const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = (x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] * d_step__reciprocal_0);
               }
@@ -397,21 +399,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
           }
         }
       } else {
-        const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-        for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+        const emmy_index_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (emmy_index_t d_step = 0; d_step < d_step__end1; d_step += 1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
             alignas(16) float x_shared__lanes[4];
             emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
             alignas(16) float y__lanes[4];
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
               y__lanes[d_element] = (x_shared__lanes[d_element] / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+              const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = (x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] / s);
               }
@@ -420,16 +422,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
         }
       }
     }
-    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (emmy_index_t)emmy_launch_shared_bytes()))) {
       float m;
       float s;
       float m__acc;
       float s__acc;
       m__acc = -INFINITY;
       s__acc = 0.0f;
-      const int32_t d_lane_3 = (int32_t)threadIdx.x;
-      const int32_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
-      for (int32_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
+      const emmy_index_t d_lane_3 = (emmy_index_t)threadIdx.x;
+      const emmy_index_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
+      for (emmy_index_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
         alignas(16) float m__values[4];
         float m__next;
         m__next = m__acc;
@@ -437,21 +439,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]);
           #pragma unroll
-          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
             m__values[d_element_3] = x__lanes[d_element_3];
           }
         } else {
           #pragma unroll
-          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
-            const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+          for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            const emmy_index_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
             if ((d_1 < D)) {
               m__values[d_element_3] = x[((n * D) + d_1)];
             }
           }
         }
         #pragma unroll
-        for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
-          const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+        for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          const emmy_index_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
           if ((d_1 < D)) {
             m__next = emmy_max(m__next, m__values[d_element_3]);
           }
@@ -459,8 +461,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
         s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
         m__acc = m__next;
         #pragma unroll
-        for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
-          const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+        for (emmy_index_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          const emmy_index_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
           if ((d_1 < D)) {
             s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
           }
@@ -474,11 +476,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       EMMY_SHARED(float, m__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        m__acc__partials[((int32_t)threadIdx.x / 32)] = m__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        m__acc__partials[((emmy_index_t)threadIdx.x / 32)] = m__acc;
       }
       __syncthreads();
-      m__acc = ((((int32_t)threadIdx.x % 32) < 8) ? m__acc__partials[((int32_t)threadIdx.x % 32)] : -INFINITY);
+      m__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? m__acc__partials[((emmy_index_t)threadIdx.x % 32)] : -INFINITY);
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -492,36 +494,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       EMMY_SHARED(float, s__acc__partials, 8);
-      if ((((int32_t)threadIdx.x % 32) == 0)) {
-        s__acc__partials[((int32_t)threadIdx.x / 32)] = s__acc;
+      if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+        s__acc__partials[((emmy_index_t)threadIdx.x / 32)] = s__acc;
       }
       __syncthreads();
-      s__acc = ((((int32_t)threadIdx.x % 32) < 8) ? s__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      s__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? s__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
-      const int32_t d_lane = (int32_t)threadIdx.x;
+      const emmy_index_t d_lane = (emmy_index_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int32_t d_step__end2 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-        for (int32_t d_step = 0; d_step < d_step__end2; d_step += 1) {
+        const emmy_index_t d_step__end2 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (emmy_index_t d_step = 0; d_step < d_step__end2; d_step += 1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
             alignas(16) float y__lanes[4];
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+              const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
               }
@@ -529,21 +531,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
           }
         }
       } else {
-        const int32_t d_step__end3 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
-        for (int32_t d_step = 0; d_step < d_step__end3; d_step += 1) {
+        const emmy_index_t d_step__end3 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (emmy_index_t d_step = 0; d_step < d_step__end3; d_step += 1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
             alignas(16) float y__lanes[4];
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
-              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            for (emmy_index_t d_element = 0; d_element < 4; d_element += 1) {
+              const emmy_index_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
               }
@@ -554,283 +556,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x,
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x, float* y, int32_t N, int32_t D) {
+  softmax__k0__body<int32_t>(x, y, N, D);
+}
 
-// Computes m, s, y.
+// Computes m, s, y (the body of softmax__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0__i64(const float* x, float* y, int64_t N, int64_t D) {
-  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
-      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
-      __syncthreads();
-      for (int64_t x_shared_vector = (int64_t)threadIdx.x; x_shared_vector < ((D + (int64_t)3) / (int64_t)4); x_shared_vector += (int64_t)blockDim.x) {
-        const int64_t x_shared_element = (x_shared_vector * (int64_t)4);
-        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int64_t)0);
-      }
-      emmy_wait_for_copies<0>();
-      float m;
-      float m__acc;
-      m__acc = -INFINITY;
-      const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) float x_shared__lanes[4];
-        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          m__acc = emmy_max(m__acc, x_shared__lanes[d_element_2]);
-        }
-      }
-      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-          if ((d_1 < D)) {
-            m__acc = emmy_max(m__acc, x_shared[d_1]);
-          }
-        }
-      }
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-      EMMY_SHARED(float, m__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
-      }
-      __syncthreads();
-      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-      m = m__acc;
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) float x_shared__lanes[4];
-        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          x_shared__lanes[d_element_1] = expf((x_shared__lanes[d_element_1] - m));
-          s__acc = (s__acc + x_shared__lanes[d_element_1]);
-        }
-        emmy_store_shared_vector<16>(x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4), x_shared__lanes);
-      }
-      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-          if ((d_1 < D)) {
-            x_shared[d_1] = expf((x_shared[d_1] - m));
-            s__acc = (s__acc + x_shared[d_1]);
-          }
-        }
-      }
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-      EMMY_SHARED(float, s__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
-      }
-      __syncthreads();
-      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-      s = s__acc;
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__reciprocal_0;
-      d_step__reciprocal_0 = (1.0f / s);
-      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_shared__lanes[4];
-            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (x_shared__lanes[d_element] * d_step__reciprocal_0);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__reciprocal_0);
-              }
-            }
-          }
-        }
-      } else {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_shared__lanes[4];
-            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (x_shared__lanes[d_element] / s);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] / s);
-              }
-            }
-          }
-        }
-      }
-    }
-    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
-      float m;
-      float s;
-      float m__acc;
-      float s__acc;
-      m__acc = -INFINITY;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        alignas(16) float m__values[4];
-        float m__next;
-        m__next = m__acc;
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            m__values[d_element_3] = x__lanes[d_element_3];
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              m__values[d_element_3] = x[((n * D) + d_1)];
-            }
-          }
-        }
-        #pragma unroll
-        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-          if ((d_1 < D)) {
-            m__next = emmy_max(m__next, m__values[d_element_3]);
-          }
-        }
-        s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
-        m__acc = m__next;
-        #pragma unroll
-        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-          if ((d_1 < D)) {
-            s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-          }
-        }
-      }
-      float m__own;
-      m__own = m__acc;
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-      EMMY_SHARED(float, m__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
-      }
-      __syncthreads();
-      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-      m = m__acc;
-      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * expf((m__own - m))));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-      EMMY_SHARED(float, s__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
-      }
-      __syncthreads();
-      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-      s = s__acc;
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__reciprocal_0;
-      d_step__reciprocal_0 = (1.0f / s);
-      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
-              }
-            }
-          }
-        }
-      } else {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  softmax__k0__body<int64_t>(x, y, N, D);
 }
 
 #endif  // EMMY_HOST_ONLY

@@ -188,130 +188,91 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes mu. Its indices are 32-bit: the launcher runs it where every one fits.
+// Computes mu with indices of type emmy_index_t: int32_t in standardize__k0, which the launcher runs where every index fits,
+// int64_t in standardize__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void standardize__k0__body(const float* x, float* y, float* mu, float* var, emmy_index_t B, emmy_index_t S, emmy_index_t D) {
+  for (emmy_index_t i0_i1_i2 = (emmy_index_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (emmy_index_t)gridDim.x) {
+    const emmy_index_t i0 = (i0_i1_i2 / S);
+    const emmy_index_t i1 = (i0_i1_i2 % S);
+    const emmy_index_t i2 = 0;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const emmy_index_t r0_lane = (emmy_index_t)threadIdx.x;
+    const emmy_index_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
+    for (emmy_index_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
+      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]) & 15) == 0 && (((((r0_step * 256) + r0_lane) * 4) + 3) < D)) {
+        alignas(16) float x__lanes[4];
+        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]);
+        #pragma unroll
+        for (emmy_index_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          mu__acc = (mu__acc + x__lanes[r0_element]);
+        }
+      } else {
+        #pragma unroll
+        for (emmy_index_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          const emmy_index_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
+          if ((r0 < D)) {
+            mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
+          }
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 8);
+    __syncthreads();
+    if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+      mu__acc__partials[((emmy_index_t)threadIdx.x / 32)] = mu__acc;
+    }
+    __syncthreads();
+    mu__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    if (((emmy_index_t)threadIdx.x == 0)) {
+      mu[(((i0 * S) + i1) + i2)] = (mu__acc / (float)D);
+    }
+  }
+}
 extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
-  for (int32_t i0_i1_i2 = (int32_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int32_t)gridDim.x) {
-    const int32_t i0 = (i0_i1_i2 / S);
-    const int32_t i1 = (i0_i1_i2 % S);
-    const int32_t i2 = 0;
-    float mu__acc;
-    mu__acc = 0.0f;
-    const int32_t r0_lane = (int32_t)threadIdx.x;
-    const int32_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
-    for (int32_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
-      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]) & 15) == 0 && (((((r0_step * 256) + r0_lane) * 4) + 3) < D)) {
-        alignas(16) float x__lanes[4];
-        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]);
-        #pragma unroll
-        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
-          mu__acc = (mu__acc + x__lanes[r0_element]);
-        }
-      } else {
-        #pragma unroll
-        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
-          const int32_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
-          if ((r0 < D)) {
-            mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
-          }
-        }
-      }
-    }
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    EMMY_SHARED(float, mu__acc__partials, 8);
-    __syncthreads();
-    if ((((int32_t)threadIdx.x % 32) == 0)) {
-      mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
-    }
-    __syncthreads();
-    mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    if (((int32_t)threadIdx.x == 0)) {
-      mu[(((i0 * S) + i1) + i2)] = (mu__acc / (float)D);
-    }
-  }
+  standardize__k0__body<int32_t>(x, y, mu, var, B, S, D);
 }
 
-// Computes mu.
+// Computes mu (the body of standardize__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
-  for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
-    const int64_t i0 = (i0_i1_i2 / S);
-    const int64_t i1 = (i0_i1_i2 % S);
-    const int64_t i2 = (int64_t)0;
-    float mu__acc;
-    mu__acc = 0.0f;
-    const int64_t r0_lane = (int64_t)threadIdx.x;
-    const int64_t r0_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - r0_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - r0_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - r0_lane) / (int64_t)256)));
-    for (int64_t r0_step = (int64_t)0; r0_step < r0_step__end; r0_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]) & 15) == 0 && (((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + (int64_t)3) < D)) {
-        alignas(16) float x__lanes[4];
-        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]);
-        #pragma unroll
-        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
-          mu__acc = (mu__acc + x__lanes[r0_element]);
-        }
-      } else {
-        #pragma unroll
-        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
-          const int64_t r0 = ((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + r0_element);
-          if ((r0 < D)) {
-            mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
-          }
-        }
-      }
-    }
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    EMMY_SHARED(float, mu__acc__partials, 8);
-    __syncthreads();
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
-    }
-    __syncthreads();
-    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      mu[(((i0 * S) + i1) + i2)] = (mu__acc / (float)D);
-    }
-  }
+  standardize__k0__body<int64_t>(x, y, mu, var, B, S, D);
 }
 
-// Computes var. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
-  for (int32_t i0_i1_i2 = (int32_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int32_t)gridDim.x) {
-    const int32_t i0 = (i0_i1_i2 / S);
-    const int32_t i1 = (i0_i1_i2 % S);
-    const int32_t i2 = 0;
+// Computes var with indices of type emmy_index_t: int32_t in standardize__k1, which the launcher runs where every index fits,
+// int64_t in standardize__k1__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void standardize__k1__body(const float* x, float* y, float* mu, float* var, emmy_index_t B, emmy_index_t S, emmy_index_t D) {
+  for (emmy_index_t i0_i1_i2 = (emmy_index_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (emmy_index_t)gridDim.x) {
+    const emmy_index_t i0 = (i0_i1_i2 / S);
+    const emmy_index_t i1 = (i0_i1_i2 % S);
+    const emmy_index_t i2 = 0;
     float var__acc;
     var__acc = 0.0f;
-    const int32_t r0_lane = (int32_t)threadIdx.x;
-    const int32_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
-    for (int32_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
+    const emmy_index_t r0_lane = (emmy_index_t)threadIdx.x;
+    const emmy_index_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
+    for (emmy_index_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
       if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]) & 15) == 0 && (((((r0_step * 256) + r0_lane) * 4) + 3) < D)) {
         alignas(16) float x__lanes[4];
         *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]);
         #pragma unroll
-        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
+        for (emmy_index_t r0_element = 0; r0_element < 4; r0_element += 1) {
           var__acc = (var__acc + ((x__lanes[r0_element] - mu[((i0 * S) + i1)]) * (x__lanes[r0_element] - mu[((i0 * S) + i1)])));
         }
       } else {
         #pragma unroll
-        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
-          const int32_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
+        for (emmy_index_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          const emmy_index_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
           if ((r0 < D)) {
             var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
           }
@@ -325,161 +286,83 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
     EMMY_SHARED(float, var__acc__partials, 8);
     __syncthreads();
-    if ((((int32_t)threadIdx.x % 32) == 0)) {
-      var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+    if ((((emmy_index_t)threadIdx.x % 32) == 0)) {
+      var__acc__partials[((emmy_index_t)threadIdx.x / 32)] = var__acc;
     }
     __syncthreads();
-    var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+    var__acc = ((((emmy_index_t)threadIdx.x % 32) < 8) ? var__acc__partials[((emmy_index_t)threadIdx.x % 32)] : 0.0f);
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-    if (((int32_t)threadIdx.x == 0)) {
+    if (((emmy_index_t)threadIdx.x == 0)) {
       var[(((i0 * S) + i1) + i2)] = (var__acc / (float)D);
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+  standardize__k1__body<int32_t>(x, y, mu, var, B, S, D);
+}
 
-// Computes var.
+// Computes var (the body of standardize__k1 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
-  for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
-    const int64_t i0 = (i0_i1_i2 / S);
-    const int64_t i1 = (i0_i1_i2 % S);
-    const int64_t i2 = (int64_t)0;
-    float var__acc;
-    var__acc = 0.0f;
-    const int64_t r0_lane = (int64_t)threadIdx.x;
-    const int64_t r0_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - r0_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - r0_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - r0_lane) / (int64_t)256)));
-    for (int64_t r0_step = (int64_t)0; r0_step < r0_step__end; r0_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]) & 15) == 0 && (((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + (int64_t)3) < D)) {
-        alignas(16) float x__lanes[4];
-        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]);
-        #pragma unroll
-        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
-          var__acc = (var__acc + ((x__lanes[r0_element] - mu[((i0 * S) + i1)]) * (x__lanes[r0_element] - mu[((i0 * S) + i1)])));
-        }
-      } else {
-        #pragma unroll
-        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
-          const int64_t r0 = ((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + r0_element);
-          if ((r0 < D)) {
-            var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
-          }
-        }
-      }
-    }
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-    EMMY_SHARED(float, var__acc__partials, 8);
-    __syncthreads();
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
-    }
-    __syncthreads();
-    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      var[(((i0 * S) + i1) + i2)] = (var__acc / (float)D);
-    }
-  }
+  standardize__k1__body<int64_t>(x, y, mu, var, B, S, D);
 }
 
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+// Computes y with indices of type emmy_index_t: int32_t in standardize__k2, which the launcher runs where every index fits,
+// int64_t in standardize__k2__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void standardize__k2__body(const float* x, float* y, float* mu, float* var, emmy_index_t B, emmy_index_t S, emmy_index_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0 && (D >= 4)) {
-    for (int32_t i0_i1_i2__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / 4); i0_i1_i2__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t i0_i1_i2__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / 4); i0_i1_i2__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
-      for (int32_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
-        const int32_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
+        const emmy_index_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((i0_i1_i2__group < (((B * S) * D) / 4))) {
           *reinterpret_cast<uint4*>(&x__vector[(i0_i1_i2__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(i0_i1_i2__group * 4)]);
         }
       }
       alignas(16) float y__vector[16];
       #pragma unroll
-      for (int32_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
-        const int32_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
+        const emmy_index_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((i0_i1_i2__group < (((B * S) * D) / 4))) {
-          const int32_t i0_i1_i2__quotient0 = ((i0_i1_i2__group * 4) / D);
-          const int32_t i0_i1_i2__remainder0 = ((i0_i1_i2__group * 4) % D);
+          const emmy_index_t i0_i1_i2__quotient0 = ((i0_i1_i2__group * 4) / D);
+          const emmy_index_t i0_i1_i2__remainder0 = ((i0_i1_i2__group * 4) % D);
           #pragma unroll
-          for (int32_t i0_i1_i2__lane = 0; i0_i1_i2__lane < 4; i0_i1_i2__lane += 1) {
-            const int32_t i0 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) / S);
-            const int32_t i1 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) % S);
+          for (emmy_index_t i0_i1_i2__lane = 0; i0_i1_i2__lane < 4; i0_i1_i2__lane += 1) {
+            const emmy_index_t i0 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) / S);
+            const emmy_index_t i1 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) % S);
             y__vector[((i0_i1_i2__slot * 4) + i0_i1_i2__lane)] = ((x__vector[((i0_i1_i2__slot * 4) + i0_i1_i2__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
           }
           *reinterpret_cast<uint4*>(&y[(i0_i1_i2__group * 4)]) = *reinterpret_cast<const uint4*>(&y__vector[(i0_i1_i2__slot * 4)]);
         }
       }
     }
-    for (int32_t i0_i1_i2 = (((((B * S) * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t i0 = ((i0_i1_i2 / D) / S);
-      const int32_t i1 = ((i0_i1_i2 / D) % S);
-      const int32_t i2 = (i0_i1_i2 % D);
+    for (emmy_index_t i0_i1_i2 = (((((B * S) * D) / 4) * 4) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t i0 = ((i0_i1_i2 / D) / S);
+      const emmy_index_t i1 = ((i0_i1_i2 / D) % S);
+      const emmy_index_t i2 = (i0_i1_i2 % D);
       y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   } else {
-    for (int32_t i0_i1_i2 = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t i0 = ((i0_i1_i2 / D) / S);
-      const int32_t i1 = ((i0_i1_i2 / D) % S);
-      const int32_t i2 = (i0_i1_i2 % D);
+    for (emmy_index_t i0_i1_i2 = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t i0 = ((i0_i1_i2 / D) / S);
+      const emmy_index_t i1 = ((i0_i1_i2 / D) % S);
+      const emmy_index_t i2 = (i0_i1_i2 % D);
       y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+  standardize__k2__body<int32_t>(x, y, mu, var, B, S, D);
+}
 
-// Computes y.
+// Computes y (the body of standardize__k2 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
-    for (int64_t i0_i1_i2__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / (int64_t)4); i0_i1_i2__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) float x__vector[16];
-      #pragma unroll
-      for (int64_t i0_i1_i2__slot = (int64_t)0; i0_i1_i2__slot < (int64_t)4; i0_i1_i2__slot += (int64_t)1) {
-        const int64_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((i0_i1_i2__group < (((B * S) * D) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(i0_i1_i2__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(i0_i1_i2__group * (int64_t)4)]);
-        }
-      }
-      alignas(16) float y__vector[16];
-      #pragma unroll
-      for (int64_t i0_i1_i2__slot = (int64_t)0; i0_i1_i2__slot < (int64_t)4; i0_i1_i2__slot += (int64_t)1) {
-        const int64_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((i0_i1_i2__group < (((B * S) * D) / (int64_t)4))) {
-          const int64_t i0_i1_i2__quotient0 = ((i0_i1_i2__group * (int64_t)4) / D);
-          const int64_t i0_i1_i2__remainder0 = ((i0_i1_i2__group * (int64_t)4) % D);
-          #pragma unroll
-          for (int64_t i0_i1_i2__lane = (int64_t)0; i0_i1_i2__lane < (int64_t)4; i0_i1_i2__lane += (int64_t)1) {
-            const int64_t i0 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? (int64_t)1 : (int64_t)0)) / S);
-            const int64_t i1 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? (int64_t)1 : (int64_t)0)) % S);
-            y__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] = ((x__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
-          }
-          *reinterpret_cast<uint4*>(&y[(i0_i1_i2__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(i0_i1_i2__slot * (int64_t)4)]);
-        }
-      }
-    }
-    for (int64_t i0_i1_i2 = (((((B * S) * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t i0 = ((i0_i1_i2 / D) / S);
-      const int64_t i1 = ((i0_i1_i2 / D) % S);
-      const int64_t i2 = (i0_i1_i2 % D);
-      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
-    }
-  } else {
-    for (int64_t i0_i1_i2 = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t i0 = ((i0_i1_i2 / D) / S);
-      const int64_t i1 = ((i0_i1_i2 / D) % S);
-      const int64_t i2 = (i0_i1_i2 % D);
-      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
-    }
-  }
+  standardize__k2__body<int64_t>(x, y, mu, var, B, S, D);
 }
 
 #endif  // EMMY_HOST_ONLY

@@ -188,36 +188,30 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes out. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int32_t H, int32_t W) {
-  for (int32_t i_j = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i_j < (H * W); i_j += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-    const int32_t i = (i_j / W);
-    const int32_t j = (i_j % W);
+// Computes out with indices of type emmy_index_t: int32_t in conv3x3__k0, which the launcher runs where every index fits,
+// int64_t in conv3x3__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void conv3x3__k0__body(const float* img, const float* k, float* out, emmy_index_t H, emmy_index_t W) {
+  for (emmy_index_t i_j = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); i_j < (H * W); i_j += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+    const emmy_index_t i = (i_j / W);
+    const emmy_index_t j = (i_j % W);
     float out__acc;
     out__acc = 0.0f;
-    for (int32_t di = 0; di < 3; di += 1) {
-      for (int32_t dj = 0; dj < 3; dj += 1) {
-        out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), 1) >= 0) && (emmy_sub(emmy_add(i, di), 1) < H)) && ((emmy_sub(emmy_add(j, dj), 1) >= 0) && (emmy_sub(emmy_add(j, dj), 1) < W))) ? img[((((i + di) - 1) * W) + ((j + dj) - 1))] : 0.0f) * k[((di * 3) + dj)]));
+    for (emmy_index_t di = 0; di < 3; di += 1) {
+      for (emmy_index_t dj = 0; dj < 3; dj += 1) {
+        out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), (emmy_index_t)1) >= 0) && (emmy_sub(emmy_add(i, di), (emmy_index_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (emmy_index_t)1) >= 0) && (emmy_sub(emmy_add(j, dj), (emmy_index_t)1) < W))) ? img[((((i + di) - 1) * W) + ((j + dj) - 1))] : 0.0f) * k[((di * 3) + dj)]));
       }
     }
     out[((i * W) + j)] = out__acc;
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int32_t H, int32_t W) {
+  conv3x3__k0__body<int32_t>(img, k, out, H, W);
+}
 
-// Computes out.
+// Computes out (the body of conv3x3__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0__i64(const float* img, const float* k, float* out, int64_t H, int64_t W) {
-  for (int64_t i_j = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i_j < (H * W); i_j += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-    const int64_t i = (i_j / W);
-    const int64_t j = (i_j % W);
-    float out__acc;
-    out__acc = 0.0f;
-    for (int64_t di = (int64_t)0; di < (int64_t)3; di += (int64_t)1) {
-      for (int64_t dj = (int64_t)0; dj < (int64_t)3; dj += (int64_t)1) {
-        out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(i, di), (int64_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(j, dj), (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
-      }
-    }
-    out[((i * W) + j)] = out__acc;
-  }
+  conv3x3__k0__body<int64_t>(img, k, out, H, W);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -240,60 +234,42 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes dx. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(const float* x, float* dx, int32_t N) {
+// Computes dx with indices of type emmy_index_t: int32_t in central_difference__k0, which the launcher runs where every index fits,
+// int64_t in central_difference__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void central_difference__k0__body(const float* x, float* dx, emmy_index_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
-    for (int32_t i__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i__first < (N / 4); i__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t i__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); i__first < (N / 4); i__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) float dx__vector[16];
       #pragma unroll
-      for (int32_t i__slot = 0; i__slot < 4; i__slot += 1) {
-        const int32_t i__group = (i__first + (i__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t i__slot = 0; i__slot < 4; i__slot += 1) {
+        const emmy_index_t i__group = (i__first + (i__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((i__group < (N / 4))) {
           #pragma unroll
-          for (int32_t i__lane = 0; i__lane < 4; i__lane += 1) {
-            const int32_t i = ((i__group * 4) + i__lane);
-            dx__vector[((i__slot * 4) + i__lane)] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+          for (emmy_index_t i__lane = 0; i__lane < 4; i__lane += 1) {
+            const emmy_index_t i = ((i__group * 4) + i__lane);
+            dx__vector[((i__slot * 4) + i__lane)] = (((i > 0) && (i < emmy_sub(N, (emmy_index_t)1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
           }
           *reinterpret_cast<uint4*>(&dx[(i__group * 4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(i__slot * 4)]);
         }
       }
     }
-    for (int32_t i = (((N / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); i < N; i += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      dx[i] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+    for (emmy_index_t i = (((N / 4) * 4) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); i < N; i += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      dx[i] = (((i > 0) && (i < emmy_sub(N, (emmy_index_t)1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
     }
   } else {
-    for (int32_t i = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i < N; i += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      dx[i] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+    for (emmy_index_t i = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); i < N; i += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      dx[i] = (((i > 0) && (i < emmy_sub(N, (emmy_index_t)1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(const float* x, float* dx, int32_t N) {
+  central_difference__k0__body<int32_t>(x, dx, N);
+}
 
-// Computes dx.
+// Computes dx (the body of central_difference__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0__i64(const float* x, float* dx, int64_t N) {
-  if ((((unsigned long long)(const void*)dx) & 15) == 0) {
-    for (int64_t i__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i__first < (N / (int64_t)4); i__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) float dx__vector[16];
-      #pragma unroll
-      for (int64_t i__slot = (int64_t)0; i__slot < (int64_t)4; i__slot += (int64_t)1) {
-        const int64_t i__group = (i__first + (i__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((i__group < (N / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t i__lane = (int64_t)0; i__lane < (int64_t)4; i__lane += (int64_t)1) {
-            const int64_t i = ((i__group * (int64_t)4) + i__lane);
-            dx__vector[((i__slot * (int64_t)4) + i__lane)] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
-          }
-          *reinterpret_cast<uint4*>(&dx[(i__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(i__slot * (int64_t)4)]);
-        }
-      }
-    }
-    for (int64_t i = (((N / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); i < N; i += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
-    }
-  } else {
-    for (int64_t i = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i < N; i += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
-    }
-  }
+  central_difference__k0__body<int64_t>(x, dx, N);
 }
 
 #endif  // EMMY_HOST_ONLY

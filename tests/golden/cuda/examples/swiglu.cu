@@ -188,15 +188,17 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int32_t N, int32_t H) {
+// Computes y with indices of type emmy_index_t: int32_t in swiglu_f16__k0, which the launcher runs where every index fits,
+// int64_t in swiglu_f16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void swiglu_f16__k0__body(const __half* gate, const __half* up, __half* y, emmy_index_t N, emmy_index_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 8)) {
-    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t n_h__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) __half gate__vector[32];
       alignas(16) __half up__vector[32];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 8))) {
           *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 8)]);
           *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 8)]);
@@ -204,70 +206,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half
       }
       alignas(16) float y__vector[32];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 8))) {
           #pragma unroll
-          for (int32_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
+          for (emmy_index_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
             y__vector[((n_h__slot * 8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * 8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * 8) + n_h__lane)]));
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * 8)]) = emmy_narrowed<uint4, __half>(&y__vector[(n_h__slot * 8)]);
         }
       }
     }
-    for (int32_t n_h = ((((N * H) / 8) * 8) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = ((((N * H) / 8) * 8) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   } else {
-    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int32_t N, int32_t H) {
+  swiglu_f16__k0__body<int32_t>(gate, up, y, N, H);
+}
 
-// Computes y.
+// Computes y (the body of swiglu_f16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0__i64(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
-    for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) __half gate__vector[32];
-      alignas(16) __half up__vector[32];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)8))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * (int64_t)8)]);
-          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * (int64_t)8)]);
-        }
-      }
-      alignas(16) float y__vector[32];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)8))) {
-          #pragma unroll
-          for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)8; n_h__lane += (int64_t)1) {
-            y__vector[((n_h__slot * (int64_t)8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * (int64_t)8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * (int64_t)8) + n_h__lane)]));
-          }
-          *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)8)]) = emmy_narrowed<uint4, __half>(&y__vector[(n_h__slot * (int64_t)8)]);
-        }
-      }
-    }
-    for (int64_t n_h = ((((N * H) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
-    }
-  } else {
-    for (int64_t n_h = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
-    }
-  }
+  swiglu_f16__k0__body<int64_t>(gate, up, y, N, H);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -290,15 +259,17 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int32_t N, int32_t H) {
+// Computes y with indices of type emmy_index_t: int32_t in swiglu_bf16__k0, which the launcher runs where every index fits,
+// int64_t in swiglu_bf16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void swiglu_bf16__k0__body(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, emmy_index_t N, emmy_index_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 8)) {
-    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t n_h__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) __nv_bfloat16 gate__vector[32];
       alignas(16) __nv_bfloat16 up__vector[32];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 8))) {
           *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 8)]);
           *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 8)]);
@@ -306,70 +277,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_
       }
       alignas(16) float y__vector[32];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 8))) {
           #pragma unroll
-          for (int32_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
+          for (emmy_index_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
             y__vector[((n_h__slot * 8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * 8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * 8) + n_h__lane)]));
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * 8)]) = emmy_narrowed<uint4, __nv_bfloat16>(&y__vector[(n_h__slot * 8)]);
         }
       }
     }
-    for (int32_t n_h = ((((N * H) / 8) * 8) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = ((((N * H) / 8) * 8) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   } else {
-    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int32_t N, int32_t H) {
+  swiglu_bf16__k0__body<int32_t>(gate, up, y, N, H);
+}
 
-// Computes y.
+// Computes y (the body of swiglu_bf16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0__i64(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
-    for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) __nv_bfloat16 gate__vector[32];
-      alignas(16) __nv_bfloat16 up__vector[32];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)8))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * (int64_t)8)]);
-          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * (int64_t)8)]);
-        }
-      }
-      alignas(16) float y__vector[32];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)8))) {
-          #pragma unroll
-          for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)8; n_h__lane += (int64_t)1) {
-            y__vector[((n_h__slot * (int64_t)8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * (int64_t)8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * (int64_t)8) + n_h__lane)]));
-          }
-          *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)8)]) = emmy_narrowed<uint4, __nv_bfloat16>(&y__vector[(n_h__slot * (int64_t)8)]);
-        }
-      }
-    }
-    for (int64_t n_h = ((((N * H) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
-    }
-  } else {
-    for (int64_t n_h = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
-    }
-  }
+  swiglu_bf16__k0__body<int64_t>(gate, up, y, N, H);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -392,15 +330,17 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float* gate, const float* up, float* y, int32_t N, int32_t H) {
+// Computes y with indices of type emmy_index_t: int32_t in swiglu_f32__k0, which the launcher runs where every index fits,
+// int64_t in swiglu_f32__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void swiglu_f32__k0__body(const float* gate, const float* up, float* y, emmy_index_t N, emmy_index_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 4)) {
-    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 4); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+    for (emmy_index_t n_h__first = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h__first < ((N * H) / 4); n_h__first += (((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x) * 4)) {
       alignas(16) float gate__vector[16];
       alignas(16) float up__vector[16];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 4))) {
           *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 4)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 4)]);
           *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 4)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 4)]);
@@ -408,70 +348,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float*
       }
       alignas(16) float y__vector[16];
       #pragma unroll
-      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
-        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+      for (emmy_index_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const emmy_index_t n_h__group = (n_h__first + (n_h__slot * ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)));
         if ((n_h__group < ((N * H) / 4))) {
           #pragma unroll
-          for (int32_t n_h__lane = 0; n_h__lane < 4; n_h__lane += 1) {
+          for (emmy_index_t n_h__lane = 0; n_h__lane < 4; n_h__lane += 1) {
             y__vector[((n_h__slot * 4) + n_h__lane)] = (emmy_silu(gate__vector[((n_h__slot * 4) + n_h__lane)]) * up__vector[((n_h__slot * 4) + n_h__lane)]);
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * 4)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * 4)]);
         }
       }
     }
-    for (int32_t n_h = ((((N * H) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = ((((N * H) / 4) * 4) + (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x)); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
     }
   } else {
-    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
-      const int32_t n = (n_h / H);
-      const int32_t h = (n_h % H);
+    for (emmy_index_t n_h = (((emmy_index_t)blockIdx.x * (emmy_index_t)blockDim.x) + (emmy_index_t)threadIdx.x); n_h < (N * H); n_h += ((emmy_index_t)gridDim.x * (emmy_index_t)blockDim.x)) {
+      const emmy_index_t n = (n_h / H);
+      const emmy_index_t h = (n_h % H);
       y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float* gate, const float* up, float* y, int32_t N, int32_t H) {
+  swiglu_f32__k0__body<int32_t>(gate, up, y, N, H);
+}
 
-// Computes y.
+// Computes y (the body of swiglu_f32__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0__i64(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)4)) {
-    for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)4); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) float gate__vector[16];
-      alignas(16) float up__vector[16];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * (int64_t)4)]);
-          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * (int64_t)4)]);
-        }
-      }
-      alignas(16) float y__vector[16];
-      #pragma unroll
-      for (int64_t n_h__slot = (int64_t)0; n_h__slot < (int64_t)4; n_h__slot += (int64_t)1) {
-        const int64_t n_h__group = (n_h__first + (n_h__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_h__group < ((N * H) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)4; n_h__lane += (int64_t)1) {
-            y__vector[((n_h__slot * (int64_t)4) + n_h__lane)] = (emmy_silu(gate__vector[((n_h__slot * (int64_t)4) + n_h__lane)]) * up__vector[((n_h__slot * (int64_t)4) + n_h__lane)]);
-          }
-          *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * (int64_t)4)]);
-        }
-      }
-    }
-    for (int64_t n_h = ((((N * H) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
-    }
-  } else {
-    for (int64_t n_h = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h < (N * H); n_h += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_h / H);
-      const int64_t h = (n_h % H);
-      y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
-    }
-  }
+  swiglu_f32__k0__body<int64_t>(gate, up, y, N, H);
 }
 
 #endif  // EMMY_HOST_ONLY

@@ -303,14 +303,16 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int32_t M, int32_t K, int32_t N) {
-  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
-      const int32_t c__lane = (int32_t)threadIdx.x;
-      const int32_t c__warp_col = (int32_t)threadIdx.y;
-      const int32_t c__warp_row = (int32_t)threadIdx.z;
-      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in matmul_f16__k0, which the launcher runs where every index fits,
+// int64_t in matmul_f16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void matmul_f16__k0__body(const __half* a, const __half* b, __half* c, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 255) / 256); no += (emmy_index_t)gridDim.x) {
+      const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
       EMMY_SHARED(__half, c__a_slices_0, 2048);
       EMMY_SHARED(__half, c__a_slices_1, 2048);
       EMMY_SHARED(__half, c__a_slices_2, 2048);
@@ -321,103 +323,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
       EMMY_SHARED(__half, c__b_slices_3, 4096);
       alignas(16) float c__accumulators[128];
       #pragma unroll
-      for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+      for (emmy_index_t c__element = 0; c__element < 128; c__element += 1) {
         c__accumulators[c__element] = 0.0f;
       }
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
-      const int32_t c__slices = ((K + 15) / 16);
-      const int32_t c__a_slices_first_row = (c__thread / 2);
-      const int32_t c__a_slices_column = (c__thread % 2);
-      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
-      const int32_t c__b_slices_first_row = (c__thread / 32);
-      const int32_t c__b_slices_column = (c__thread % 32);
-      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+      const emmy_index_t c__slices = ((K + 15) / 16);
+      const emmy_index_t c__a_slices_first_row = (c__thread / 2);
+      const emmy_index_t c__a_slices_column = (c__thread % 2);
+      const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+      const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+      const emmy_index_t c__b_slices_column = (c__thread % 32);
+      const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
       if ((0 < c__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-          const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-          const int32_t m = ((mo * 128) + c__a_slices_row);
-          const int32_t k = (c__a_slices_column * 8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+        for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+          const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+          const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+          const emmy_index_t k = (c__a_slices_column * 8);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
         }
         #pragma unroll 1
-        for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-          const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-          const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-          const int32_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+        for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+          const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+          const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+          const emmy_index_t k = c__b_slices_row;
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
         }
         emmy_wait_for_copies<3>();
         if ((1 < c__slices)) {
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (16 + (c__a_slices_column * 8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (16 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = (16 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = (16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
         }
         emmy_wait_for_copies<3>();
         if ((2 < c__slices)) {
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (32 + (c__a_slices_column * 8));
-            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (32 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = (32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = (32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
         }
       }
-      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+      for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
         if ((c__slice < c__slices)) {
           emmy_wait_for_copies<2>();
           __syncthreads();
           if (((c__slice + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -428,34 +430,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
           __syncthreads();
           if ((((c__slice + 1) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -466,34 +468,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
           __syncthreads();
           if ((((c__slice + 2) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -504,34 +506,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
           __syncthreads();
           if ((((c__slice + 3) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -540,22 +542,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+      for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
         #pragma unroll
-        for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+        for (emmy_index_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
           alignas(16) __half c__quad[8];
           #pragma unroll
-          for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+          for (emmy_index_t c__half = 0; c__half < 2; c__half += 1) {
             #pragma unroll
-            for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+            for (emmy_index_t c__parity = 0; c__parity < 2; c__parity += 1) {
               c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_f16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
               c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
             }
           }
           emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-          const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+          const emmy_index_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
           if ((m < M)) {
-            const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+            const emmy_index_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
             if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
               *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
             } else {
@@ -590,293 +592,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int32_t M, int32_t K, int32_t N) {
+  matmul_f16__k0__body<int32_t>(a, b, c, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of matmul_f16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0__i64(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
-      const int64_t c__lane = (int64_t)threadIdx.x;
-      const int64_t c__warp_col = (int64_t)threadIdx.y;
-      const int64_t c__warp_row = (int64_t)threadIdx.z;
-      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
-      EMMY_SHARED(__half, c__a_slices_0, 2048);
-      EMMY_SHARED(__half, c__a_slices_1, 2048);
-      EMMY_SHARED(__half, c__a_slices_2, 2048);
-      EMMY_SHARED(__half, c__a_slices_3, 2048);
-      EMMY_SHARED(__half, c__b_slices_0, 4096);
-      EMMY_SHARED(__half, c__b_slices_1, 4096);
-      EMMY_SHARED(__half, c__b_slices_2, 4096);
-      EMMY_SHARED(__half, c__b_slices_3, 4096);
-      alignas(16) float c__accumulators[128];
-      #pragma unroll
-      for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
-        c__accumulators[c__element] = 0.0f;
-      }
-      alignas(16) int32_t c__a_fragments[16];
-      alignas(16) int32_t c__b_fragments[16];
-      const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
-      const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
-      const int64_t c__a_slices_column = (c__thread % (int64_t)2);
-      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
-      if (((int64_t)0 < c__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-          const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-          const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-          const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-        }
-        emmy_wait_for_copies<3>();
-        if (((int64_t)1 < c__slices)) {
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)16 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-        }
-        emmy_wait_for_copies<3>();
-        if (((int64_t)2 < c__slices)) {
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-        }
-      }
-      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
-        if ((c__slice < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if (((c__slice + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)1) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)2) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)3) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-        #pragma unroll
-        for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
-          alignas(16) __half c__quad[8];
-          #pragma unroll
-          for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-              c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
-              c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-            }
-          }
-          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
-          if ((m < M)) {
-            const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
-            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
-              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
-            } else {
-              if ((n < N)) {
-                c[((m * N) + n)] = c__quad[(int64_t)0];
-              }
-              if (((n + (int64_t)1) < N)) {
-                c[(((m * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
-              }
-              if (((n + (int64_t)2) < N)) {
-                c[(((m * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
-              }
-              if (((n + (int64_t)3) < N)) {
-                c[(((m * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
-              }
-              if (((n + (int64_t)4) < N)) {
-                c[(((m * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
-              }
-              if (((n + (int64_t)5) < N)) {
-                c[(((m * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
-              }
-              if (((n + (int64_t)6) < N)) {
-                c[(((m * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
-              }
-              if (((n + (int64_t)7) < N)) {
-                c[(((m * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  matmul_f16__k0__body<int64_t>(a, b, c, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -900,14 +622,16 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t M, int32_t K, int32_t N) {
-  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
-      const int32_t c__lane = (int32_t)threadIdx.x;
-      const int32_t c__warp_col = (int32_t)threadIdx.y;
-      const int32_t c__warp_row = (int32_t)threadIdx.z;
-      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in matmul_bf16__k0, which the launcher runs where every index fits,
+// int64_t in matmul_bf16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void matmul_bf16__k0__body(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 255) / 256); no += (emmy_index_t)gridDim.x) {
+      const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
       EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
       EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
       EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
@@ -918,103 +642,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
       EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
       alignas(16) float c__accumulators[128];
       #pragma unroll
-      for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+      for (emmy_index_t c__element = 0; c__element < 128; c__element += 1) {
         c__accumulators[c__element] = 0.0f;
       }
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
-      const int32_t c__slices = ((K + 15) / 16);
-      const int32_t c__a_slices_first_row = (c__thread / 2);
-      const int32_t c__a_slices_column = (c__thread % 2);
-      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
-      const int32_t c__b_slices_first_row = (c__thread / 32);
-      const int32_t c__b_slices_column = (c__thread % 32);
-      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+      const emmy_index_t c__slices = ((K + 15) / 16);
+      const emmy_index_t c__a_slices_first_row = (c__thread / 2);
+      const emmy_index_t c__a_slices_column = (c__thread % 2);
+      const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+      const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+      const emmy_index_t c__b_slices_column = (c__thread % 32);
+      const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
       if ((0 < c__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-          const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-          const int32_t m = ((mo * 128) + c__a_slices_row);
-          const int32_t k = (c__a_slices_column * 8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+        for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+          const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+          const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+          const emmy_index_t k = (c__a_slices_column * 8);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
         }
         #pragma unroll 1
-        for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-          const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-          const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-          const int32_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+        for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+          const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+          const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+          const emmy_index_t k = c__b_slices_row;
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
         }
         emmy_wait_for_copies<3>();
         if ((1 < c__slices)) {
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (16 + (c__a_slices_column * 8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (16 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = (16 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = (16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
         }
         emmy_wait_for_copies<3>();
         if ((2 < c__slices)) {
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (32 + (c__a_slices_column * 8));
-            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (32 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = (32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = (32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
         }
       }
-      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+      for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
         if ((c__slice < c__slices)) {
           emmy_wait_for_copies<2>();
           __syncthreads();
           if (((c__slice + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -1025,34 +749,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
           __syncthreads();
           if ((((c__slice + 1) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -1063,34 +787,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
           __syncthreads();
           if ((((c__slice + 2) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -1101,34 +825,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
           __syncthreads();
           if ((((c__slice + 3) + 3) < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           #pragma unroll
-          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+          for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
             }
             #pragma unroll
-            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+            for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
               emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
             }
             #pragma unroll
-            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+            for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                 emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
               }
             }
@@ -1137,22 +861,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+      for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
         #pragma unroll
-        for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+        for (emmy_index_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
           alignas(16) __nv_bfloat16 c__quad[8];
           #pragma unroll
-          for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+          for (emmy_index_t c__half = 0; c__half < 2; c__half += 1) {
             #pragma unroll
-            for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+            for (emmy_index_t c__parity = 0; c__parity < 2; c__parity += 1) {
               c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
               c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
             }
           }
           emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-          const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+          const emmy_index_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
           if ((m < M)) {
-            const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+            const emmy_index_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
             if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
               *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
             } else {
@@ -1187,293 +911,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t M, int32_t K, int32_t N) {
+  matmul_bf16__k0__body<int32_t>(a, b, c, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of matmul_bf16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0__i64(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
-      const int64_t c__lane = (int64_t)threadIdx.x;
-      const int64_t c__warp_col = (int64_t)threadIdx.y;
-      const int64_t c__warp_row = (int64_t)threadIdx.z;
-      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
-      EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
-      EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
-      EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
-      EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
-      alignas(16) float c__accumulators[128];
-      #pragma unroll
-      for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
-        c__accumulators[c__element] = 0.0f;
-      }
-      alignas(16) int32_t c__a_fragments[16];
-      alignas(16) int32_t c__b_fragments[16];
-      const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
-      const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
-      const int64_t c__a_slices_column = (c__thread % (int64_t)2);
-      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
-      if (((int64_t)0 < c__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-          const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-          const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-          const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-        }
-        emmy_wait_for_copies<3>();
-        if (((int64_t)1 < c__slices)) {
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)16 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-        }
-        emmy_wait_for_copies<3>();
-        if (((int64_t)2 < c__slices)) {
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-        }
-      }
-      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
-        if ((c__slice < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if (((c__slice + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)1) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)2) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)3) < c__slices)) {
-          emmy_wait_for_copies<2>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-            }
-            #pragma unroll
-            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-        #pragma unroll
-        for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
-          alignas(16) __nv_bfloat16 c__quad[8];
-          #pragma unroll
-          for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-              c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
-              c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-            }
-          }
-          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
-          if ((m < M)) {
-            const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
-            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
-              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
-            } else {
-              if ((n < N)) {
-                c[((m * N) + n)] = c__quad[(int64_t)0];
-              }
-              if (((n + (int64_t)1) < N)) {
-                c[(((m * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
-              }
-              if (((n + (int64_t)2) < N)) {
-                c[(((m * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
-              }
-              if (((n + (int64_t)3) < N)) {
-                c[(((m * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
-              }
-              if (((n + (int64_t)4) < N)) {
-                c[(((m * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
-              }
-              if (((n + (int64_t)5) < N)) {
-                c[(((m * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
-              }
-              if (((n + (int64_t)6) < N)) {
-                c[(((m * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
-              }
-              if (((n + (int64_t)7) < N)) {
-                c[(((m * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  matmul_bf16__k0__body<int64_t>(a, b, c, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -1497,55 +941,57 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int32_t M, int32_t K, int32_t N) {
-  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 127) / 128); no += (int32_t)gridDim.x) {
-      const int32_t c__lane = (int32_t)threadIdx.x;
-      const int32_t c__warp_col = (int32_t)threadIdx.y;
-      const int32_t c__warp_row = (int32_t)threadIdx.z;
-      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in matmul_f32__k0, which the launcher runs where every index fits,
+// int64_t in matmul_f32__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void matmul_f32__k0__body(const float* a, const float* b, float* c, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.x) {
+      const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+      const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+      const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+      const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
       EMMY_SHARED(float, c__a_slices_0, 1056);
       EMMY_SHARED(float, c__a_slices_1, 1056);
       EMMY_SHARED(float, c__b_slices_0, 1024);
       EMMY_SHARED(float, c__b_slices_1, 1024);
       alignas(16) float c__accumulators[64];
       #pragma unroll
-      for (int32_t c__element = 0; c__element < 64; c__element += 1) {
+      for (emmy_index_t c__element = 0; c__element < 64; c__element += 1) {
         c__accumulators[c__element] = 0.0f;
       }
-      const int32_t c__lane_row = (c__lane / 8);
-      const int32_t c__lane_col = (c__lane % 8);
+      const emmy_index_t c__lane_row = (c__lane / 8);
+      const emmy_index_t c__lane_col = (c__lane % 8);
       alignas(16) float c__a_fragments[16];
       alignas(16) float c__b_fragments[16];
-      const int32_t c__slices = ((K + 7) / 8);
-      const int32_t c__a_slices_first_row = (c__thread % 8);
-      const int32_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
-      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
-      const int32_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
-      const int32_t c__a_slices_source_0 = ((c__a_slices_along_0 * K) + c__a_slices_first_row);
-      const int32_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
-      const int32_t c__a_slices_source_1 = ((c__a_slices_along_1 * K) + c__a_slices_first_row);
-      const int32_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
-      const int32_t c__a_slices_source_2 = ((c__a_slices_along_2 * K) + c__a_slices_first_row);
-      const int32_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
-      const int32_t c__a_slices_source_3 = ((c__a_slices_along_3 * K) + c__a_slices_first_row);
-      const int32_t c__a_slices_slice_step = (((c__a_slices_along_0 * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
-      const int32_t c__b_slices_first_row = (c__thread / 32);
-      const int32_t c__b_slices_column = (c__thread % 32);
-      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
-      const int32_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
-      const int32_t c__b_slices_source_0 = ((c__b_slices_first_row * N) + c__b_slices_along_0);
-      const int32_t c__b_slices_slice_step = ((((c__b_slices_first_row + 8) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+      const emmy_index_t c__slices = ((K + 7) / 8);
+      const emmy_index_t c__a_slices_first_row = (c__thread % 8);
+      const emmy_index_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
+      const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
+      const emmy_index_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
+      const emmy_index_t c__a_slices_source_0 = ((c__a_slices_along_0 * K) + c__a_slices_first_row);
+      const emmy_index_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
+      const emmy_index_t c__a_slices_source_1 = ((c__a_slices_along_1 * K) + c__a_slices_first_row);
+      const emmy_index_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
+      const emmy_index_t c__a_slices_source_2 = ((c__a_slices_along_2 * K) + c__a_slices_first_row);
+      const emmy_index_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
+      const emmy_index_t c__a_slices_source_3 = ((c__a_slices_along_3 * K) + c__a_slices_first_row);
+      const emmy_index_t c__a_slices_slice_step = (((c__a_slices_along_0 * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
+      const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+      const emmy_index_t c__b_slices_column = (c__thread % 32);
+      const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
+      const emmy_index_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
+      const emmy_index_t c__b_slices_source_0 = ((c__b_slices_first_row * N) + c__b_slices_along_0);
+      const emmy_index_t c__b_slices_slice_step = ((((c__b_slices_first_row + 8) * N) + c__b_slices_along_0) - c__b_slices_source_0);
       if ((0 < c__slices)) {
         __syncthreads();
         emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
         emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
         emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
         emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
-        emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+        emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
       }
-      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
+      for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
         if ((c__slice < c__slices)) {
           emmy_wait_for_copies<0>();
           __syncthreads();
@@ -1554,171 +1000,171 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float*
             emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
             emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
             emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
-            emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+            emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
@@ -1733,171 +1179,171 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float*
             emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
             emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
             emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
-            emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+            emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
           }
           #pragma unroll
-          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+          for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
             emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                 }
               }
             }
           }
           #pragma unroll
-          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
             #pragma unroll
-            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                   c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                 }
               }
@@ -1907,14 +1353,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float*
       }
       emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+      for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
         #pragma unroll
-        for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
-          const int32_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
+        for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+          const emmy_index_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
           if ((m < M)) {
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
-              const int32_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              const emmy_index_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
               if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 3) < N)) {
                 alignas(16) float c__vector[4];
                 c__vector[0] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
@@ -1943,452 +1389,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float*
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int32_t M, int32_t K, int32_t N) {
+  matmul_f32__k0__body<int32_t>(a, b, c, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of matmul_f32__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0__i64(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
-      const int64_t c__lane = (int64_t)threadIdx.x;
-      const int64_t c__warp_col = (int64_t)threadIdx.y;
-      const int64_t c__warp_row = (int64_t)threadIdx.z;
-      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(float, c__a_slices_0, 1056);
-      EMMY_SHARED(float, c__a_slices_1, 1056);
-      EMMY_SHARED(float, c__b_slices_0, 1024);
-      EMMY_SHARED(float, c__b_slices_1, 1024);
-      alignas(16) float c__accumulators[64];
-      #pragma unroll
-      for (int64_t c__element = (int64_t)0; c__element < (int64_t)64; c__element += (int64_t)1) {
-        c__accumulators[c__element] = 0.0f;
-      }
-      const int64_t c__lane_row = (c__lane / (int64_t)8);
-      const int64_t c__lane_col = (c__lane % (int64_t)8);
-      alignas(16) float c__a_fragments[16];
-      alignas(16) float c__b_fragments[16];
-      const int64_t c__slices = ((K + (int64_t)7) / (int64_t)8);
-      const int64_t c__a_slices_first_row = (c__thread % (int64_t)8);
-      const int64_t c__a_slices_column = (((c__thread / (int64_t)32) * (int64_t)4) + ((c__thread / (int64_t)8) % (int64_t)4));
-      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)132) + c__a_slices_column);
-      const int64_t c__a_slices_along_0 = ((mo * (int64_t)128) + c__a_slices_column);
-      const int64_t c__a_slices_source_0 = ((c__a_slices_along_0 * K) + c__a_slices_first_row);
-      const int64_t c__a_slices_along_1 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)32));
-      const int64_t c__a_slices_source_1 = ((c__a_slices_along_1 * K) + c__a_slices_first_row);
-      const int64_t c__a_slices_along_2 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)64));
-      const int64_t c__a_slices_source_2 = ((c__a_slices_along_2 * K) + c__a_slices_first_row);
-      const int64_t c__a_slices_along_3 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)96));
-      const int64_t c__a_slices_source_3 = ((c__a_slices_along_3 * K) + c__a_slices_first_row);
-      const int64_t c__a_slices_slice_step = (((c__a_slices_along_0 * K) + (c__a_slices_first_row + (int64_t)8)) - c__a_slices_source_0);
-      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (c__b_slices_column * (int64_t)4));
-      const int64_t c__b_slices_along_0 = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)4));
-      const int64_t c__b_slices_source_0 = ((c__b_slices_first_row * N) + c__b_slices_along_0);
-      const int64_t c__b_slices_slice_step = ((((c__b_slices_first_row + (int64_t)8) * N) + c__b_slices_along_0) - c__b_slices_source_0);
-      if (((int64_t)0 < c__slices)) {
-        __syncthreads();
-        emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
-        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
-        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
-        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
-        emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-      }
-      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)2) {
-        if ((c__slice < c__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-        if (((c__slice + (int64_t)1) < c__slices)) {
-          emmy_wait_for_copies<0>();
-          __syncthreads();
-          if ((((c__slice + (int64_t)1) + (int64_t)1) < c__slices)) {
-            emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-            emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-          }
-          #pragma unroll
-          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                }
-              }
-            }
-          }
-          #pragma unroll
-          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                }
-              }
-            }
-          }
-        }
-      }
-      emmy_wait_for_copies<0>();
-      #pragma unroll
-      for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-        #pragma unroll
-        for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)32)) + (c__row_group * (int64_t)16)) + ((c__lane_row * (int64_t)4) + c__row_in_group));
-          if ((m < M)) {
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_group * (int64_t)32)) + (c__lane_col * (int64_t)4));
-              if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)3) < N)) {
-                alignas(16) float c__vector[4];
-                c__vector[(int64_t)0] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
-                c__vector[(int64_t)1] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
-                c__vector[(int64_t)2] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
-                c__vector[(int64_t)3] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
-                *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
-              } else {
-                if ((n < N)) {
-                  c[((m * N) + n)] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
-                }
-                if (((n + (int64_t)1) < N)) {
-                  c[(((m * N) + n) + (int64_t)1)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
-                }
-                if (((n + (int64_t)2) < N)) {
-                  c[(((m * N) + n) + (int64_t)2)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
-                }
-                if (((n + (int64_t)3) < N)) {
-                  c[(((m * N) + n) + (int64_t)3)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  matmul_f32__k0__body<int64_t>(a, b, c, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -2398,7 +1405,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  if ((((((((((65535.9921875 + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((65535.9921875 + (258.875 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, (int32_t)M, (int32_t)K, (int32_t)N);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -2412,15 +1419,17 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int32_t B, int32_t M, int32_t K, int32_t N) {
-  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
-    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
-        const int32_t c__lane = (int32_t)threadIdx.x;
-        const int32_t c__warp_col = (int32_t)threadIdx.y;
-        const int32_t c__warp_row = (int32_t)threadIdx.z;
-        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in bmm_f16__k0, which the launcher runs where every index fits,
+// int64_t in bmm_f16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void bmm_f16__k0__body(const __half* a, const __half* b, __half* c, emmy_index_t B, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t i = (emmy_index_t)blockIdx.z; i < B; i += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 255) / 256); no += (emmy_index_t)gridDim.x) {
+        const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
         EMMY_SHARED(__half, c__a_slices_0, 2048);
         EMMY_SHARED(__half, c__a_slices_1, 2048);
         EMMY_SHARED(__half, c__a_slices_2, 2048);
@@ -2431,103 +1440,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
         EMMY_SHARED(__half, c__b_slices_3, 4096);
         alignas(16) float c__accumulators[128];
         #pragma unroll
-        for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+        for (emmy_index_t c__element = 0; c__element < 128; c__element += 1) {
           c__accumulators[c__element] = 0.0f;
         }
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
-        const int32_t c__slices = ((K + 15) / 16);
-        const int32_t c__a_slices_first_row = (c__thread / 2);
-        const int32_t c__a_slices_column = (c__thread % 2);
-        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
-        const int32_t c__b_slices_first_row = (c__thread / 32);
-        const int32_t c__b_slices_column = (c__thread % 32);
-        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+        const emmy_index_t c__slices = ((K + 15) / 16);
+        const emmy_index_t c__a_slices_first_row = (c__thread / 2);
+        const emmy_index_t c__a_slices_column = (c__thread % 2);
+        const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+        const emmy_index_t c__b_slices_column = (c__thread % 32);
+        const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
         if ((0 < c__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (c__a_slices_column * 8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (c__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = c__b_slices_row;
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<3>();
           if ((1 < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (16 + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (16 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (16 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           emmy_wait_for_copies<3>();
           if ((2 < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (32 + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (32 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
         }
-        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+        for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
           if ((c__slice < c__slices)) {
             emmy_wait_for_copies<2>();
             __syncthreads();
             if (((c__slice + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -2538,34 +1547,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
             __syncthreads();
             if ((((c__slice + 1) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -2576,34 +1585,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
             __syncthreads();
             if ((((c__slice + 2) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -2614,34 +1623,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
             __syncthreads();
             if ((((c__slice + 3) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -2650,22 +1659,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+        for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
           #pragma unroll
-          for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+          for (emmy_index_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
             alignas(16) __half c__quad[8];
             #pragma unroll
-            for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+            for (emmy_index_t c__half = 0; c__half < 2; c__half += 1) {
               #pragma unroll
-              for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+              for (emmy_index_t c__parity = 0; c__parity < 2; c__parity += 1) {
                 c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_f16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
                 c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
               }
             }
             emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-            const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+            const emmy_index_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
             if ((m < M)) {
-              const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+              const emmy_index_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
               if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
                 *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
               } else {
@@ -2701,295 +1710,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  bmm_f16__k0__body<int32_t>(a, b, c, B, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of bmm_f16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0__i64(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
-    for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
-        const int64_t c__lane = (int64_t)threadIdx.x;
-        const int64_t c__warp_col = (int64_t)threadIdx.y;
-        const int64_t c__warp_row = (int64_t)threadIdx.z;
-        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
-        EMMY_SHARED(__half, c__a_slices_0, 2048);
-        EMMY_SHARED(__half, c__a_slices_1, 2048);
-        EMMY_SHARED(__half, c__a_slices_2, 2048);
-        EMMY_SHARED(__half, c__a_slices_3, 2048);
-        EMMY_SHARED(__half, c__b_slices_0, 4096);
-        EMMY_SHARED(__half, c__b_slices_1, 4096);
-        EMMY_SHARED(__half, c__b_slices_2, 4096);
-        EMMY_SHARED(__half, c__b_slices_3, 4096);
-        alignas(16) float c__accumulators[128];
-        #pragma unroll
-        for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
-          c__accumulators[c__element] = 0.0f;
-        }
-        alignas(16) int32_t c__a_fragments[16];
-        alignas(16) int32_t c__b_fragments[16];
-        const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
-        const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
-        const int64_t c__a_slices_column = (c__thread % (int64_t)2);
-        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
-        if (((int64_t)0 < c__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)1 < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((int64_t)16 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)2 < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((int64_t)32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-        }
-        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
-          if ((c__slice < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if (((c__slice + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)2) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)3) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-          #pragma unroll
-          for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
-            alignas(16) __half c__quad[8];
-            #pragma unroll
-            for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-                c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-              }
-            }
-            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
-            if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
-              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
-                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
-              } else {
-                if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = c__quad[(int64_t)0];
-                }
-                if (((n + (int64_t)1) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
-                }
-                if (((n + (int64_t)2) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
-                }
-                if (((n + (int64_t)3) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
-                }
-                if (((n + (int64_t)4) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
-                }
-                if (((n + (int64_t)5) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
-                }
-                if (((n + (int64_t)6) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
-                }
-                if (((n + (int64_t)7) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  bmm_f16__k0__body<int64_t>(a, b, c, B, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -3014,15 +1741,17 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t B, int32_t M, int32_t K, int32_t N) {
-  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
-    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
-        const int32_t c__lane = (int32_t)threadIdx.x;
-        const int32_t c__warp_col = (int32_t)threadIdx.y;
-        const int32_t c__warp_row = (int32_t)threadIdx.z;
-        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in bmm_bf16__k0, which the launcher runs where every index fits,
+// int64_t in bmm_bf16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void bmm_bf16__k0__body(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, emmy_index_t B, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t i = (emmy_index_t)blockIdx.z; i < B; i += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 255) / 256); no += (emmy_index_t)gridDim.x) {
+        const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
         EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
         EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
         EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
@@ -3033,103 +1762,103 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
         EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
         alignas(16) float c__accumulators[128];
         #pragma unroll
-        for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+        for (emmy_index_t c__element = 0; c__element < 128; c__element += 1) {
           c__accumulators[c__element] = 0.0f;
         }
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
-        const int32_t c__slices = ((K + 15) / 16);
-        const int32_t c__a_slices_first_row = (c__thread / 2);
-        const int32_t c__a_slices_column = (c__thread % 2);
-        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
-        const int32_t c__b_slices_first_row = (c__thread / 32);
-        const int32_t c__b_slices_column = (c__thread % 32);
-        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+        const emmy_index_t c__slices = ((K + 15) / 16);
+        const emmy_index_t c__a_slices_first_row = (c__thread / 2);
+        const emmy_index_t c__a_slices_column = (c__thread % 2);
+        const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+        const emmy_index_t c__b_slices_column = (c__thread % 32);
+        const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
         if ((0 < c__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-            const int32_t m = ((mo * 128) + c__a_slices_row);
-            const int32_t k = (c__a_slices_column * 8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+            const emmy_index_t k = (c__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
           }
           #pragma unroll 1
-          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-            const int32_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+            const emmy_index_t k = c__b_slices_row;
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
           }
           emmy_wait_for_copies<3>();
           if ((1 < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (16 + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (16 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (16 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
           emmy_wait_for_copies<3>();
           if ((2 < c__slices)) {
             #pragma unroll 1
-            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-              const int32_t m = ((mo * 128) + c__a_slices_row);
-              const int32_t k = (32 + (c__a_slices_column * 8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+              const emmy_index_t k = (32 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
             }
             #pragma unroll 1
-            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-              const int32_t k = (32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+              const emmy_index_t k = (32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
             }
           }
         }
-        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+        for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
           if ((c__slice < c__slices)) {
             emmy_wait_for_copies<2>();
             __syncthreads();
             if (((c__slice + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -3140,34 +1869,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
             __syncthreads();
             if ((((c__slice + 1) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -3178,34 +1907,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
             __syncthreads();
             if ((((c__slice + 2) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -3216,34 +1945,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
             __syncthreads();
             if ((((c__slice + 3) + 3) < c__slices)) {
               #pragma unroll 1
-              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
-                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
-                const int32_t m = ((mo * 128) + c__a_slices_row);
-                const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              for (emmy_index_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const emmy_index_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const emmy_index_t m = ((mo * 128) + c__a_slices_row);
+                const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (emmy_index_t)0);
               }
               #pragma unroll 1
-              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
-                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
-                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
-                const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              for (emmy_index_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const emmy_index_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const emmy_index_t n = ((no * 256) + (c__b_slices_column * 8));
+                const emmy_index_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (emmy_index_t)0);
               }
             }
             #pragma unroll
-            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            for (emmy_index_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
               }
               #pragma unroll
-              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              for (emmy_index_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
                 emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
               }
               #pragma unroll
-              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
                 #pragma unroll
-                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                for (emmy_index_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
                   emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
                 }
               }
@@ -3252,22 +1981,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+        for (emmy_index_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
           #pragma unroll
-          for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+          for (emmy_index_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
             alignas(16) __nv_bfloat16 c__quad[8];
             #pragma unroll
-            for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+            for (emmy_index_t c__half = 0; c__half < 2; c__half += 1) {
               #pragma unroll
-              for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+              for (emmy_index_t c__parity = 0; c__parity < 2; c__parity += 1) {
                 c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
                 c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
               }
             }
             emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-            const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+            const emmy_index_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
             if ((m < M)) {
-              const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+              const emmy_index_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
               if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
                 *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
               } else {
@@ -3303,295 +2032,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  bmm_bf16__k0__body<int32_t>(a, b, c, B, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of bmm_bf16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0__i64(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
-    for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
-        const int64_t c__lane = (int64_t)threadIdx.x;
-        const int64_t c__warp_col = (int64_t)threadIdx.y;
-        const int64_t c__warp_row = (int64_t)threadIdx.z;
-        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
-        EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
-        EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
-        EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
-        EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
-        alignas(16) float c__accumulators[128];
-        #pragma unroll
-        for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
-          c__accumulators[c__element] = 0.0f;
-        }
-        alignas(16) int32_t c__a_fragments[16];
-        alignas(16) int32_t c__b_fragments[16];
-        const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
-        const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
-        const int64_t c__a_slices_column = (c__thread % (int64_t)2);
-        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
-        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
-        if (((int64_t)0 < c__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)1 < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((int64_t)16 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-          emmy_wait_for_copies<3>();
-          if (((int64_t)2 < c__slices)) {
-            #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-            }
-            #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((int64_t)32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-            }
-          }
-        }
-        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
-          if ((c__slice < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if (((c__slice + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)2) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)3) < c__slices)) {
-            emmy_wait_for_copies<2>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
-              #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
-                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-              }
-              #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
-                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
-              }
-            }
-            #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
-              }
-              #pragma unroll
-              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
-                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-          #pragma unroll
-          for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
-            alignas(16) __nv_bfloat16 c__quad[8];
-            #pragma unroll
-            for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-                c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-              }
-            }
-            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
-            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
-            if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
-              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
-                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
-              } else {
-                if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = c__quad[(int64_t)0];
-                }
-                if (((n + (int64_t)1) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
-                }
-                if (((n + (int64_t)2) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
-                }
-                if (((n + (int64_t)3) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
-                }
-                if (((n + (int64_t)4) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
-                }
-                if (((n + (int64_t)5) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
-                }
-                if (((n + (int64_t)6) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
-                }
-                if (((n + (int64_t)7) < N)) {
-                  c[(((((i * M) + m) * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  bmm_bf16__k0__body<int64_t>(a, b, c, B, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -3616,56 +2063,58 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int32_t B, int32_t M, int32_t K, int32_t N) {
-  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
-    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
-      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 127) / 128); no += (int32_t)gridDim.x) {
-        const int32_t c__lane = (int32_t)threadIdx.x;
-        const int32_t c__warp_col = (int32_t)threadIdx.y;
-        const int32_t c__warp_row = (int32_t)threadIdx.z;
-        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
+// Computes acc, c with indices of type emmy_index_t: int32_t in bmm_f32__k0, which the launcher runs where every index fits,
+// int64_t in bmm_f32__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void bmm_f32__k0__body(const float* a, const float* b, float* c, emmy_index_t B, emmy_index_t M, emmy_index_t K, emmy_index_t N) {
+  for (emmy_index_t i = (emmy_index_t)blockIdx.z; i < B; i += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.y; mo < ((M + 127) / 128); mo += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t no = (emmy_index_t)blockIdx.x; no < ((N + 127) / 128); no += (emmy_index_t)gridDim.x) {
+        const emmy_index_t c__lane = (emmy_index_t)threadIdx.x;
+        const emmy_index_t c__warp_col = (emmy_index_t)threadIdx.y;
+        const emmy_index_t c__warp_row = (emmy_index_t)threadIdx.z;
+        const emmy_index_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
         EMMY_SHARED(float, c__a_slices_0, 1056);
         EMMY_SHARED(float, c__a_slices_1, 1056);
         EMMY_SHARED(float, c__b_slices_0, 1024);
         EMMY_SHARED(float, c__b_slices_1, 1024);
         alignas(16) float c__accumulators[64];
         #pragma unroll
-        for (int32_t c__element = 0; c__element < 64; c__element += 1) {
+        for (emmy_index_t c__element = 0; c__element < 64; c__element += 1) {
           c__accumulators[c__element] = 0.0f;
         }
-        const int32_t c__lane_row = (c__lane / 8);
-        const int32_t c__lane_col = (c__lane % 8);
+        const emmy_index_t c__lane_row = (c__lane / 8);
+        const emmy_index_t c__lane_col = (c__lane % 8);
         alignas(16) float c__a_fragments[16];
         alignas(16) float c__b_fragments[16];
-        const int32_t c__slices = ((K + 7) / 8);
-        const int32_t c__a_slices_first_row = (c__thread % 8);
-        const int32_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
-        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
-        const int32_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
-        const int32_t c__a_slices_source_0 = ((((i * M) + c__a_slices_along_0) * K) + c__a_slices_first_row);
-        const int32_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
-        const int32_t c__a_slices_source_1 = ((((i * M) + c__a_slices_along_1) * K) + c__a_slices_first_row);
-        const int32_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
-        const int32_t c__a_slices_source_2 = ((((i * M) + c__a_slices_along_2) * K) + c__a_slices_first_row);
-        const int32_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
-        const int32_t c__a_slices_source_3 = ((((i * M) + c__a_slices_along_3) * K) + c__a_slices_first_row);
-        const int32_t c__a_slices_slice_step = (((((i * M) + c__a_slices_along_0) * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
-        const int32_t c__b_slices_first_row = (c__thread / 32);
-        const int32_t c__b_slices_column = (c__thread % 32);
-        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
-        const int32_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
-        const int32_t c__b_slices_source_0 = ((((i * K) + c__b_slices_first_row) * N) + c__b_slices_along_0);
-        const int32_t c__b_slices_slice_step = (((((i * K) + (c__b_slices_first_row + 8)) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+        const emmy_index_t c__slices = ((K + 7) / 8);
+        const emmy_index_t c__a_slices_first_row = (c__thread % 8);
+        const emmy_index_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
+        const emmy_index_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
+        const emmy_index_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
+        const emmy_index_t c__a_slices_source_0 = ((((i * M) + c__a_slices_along_0) * K) + c__a_slices_first_row);
+        const emmy_index_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
+        const emmy_index_t c__a_slices_source_1 = ((((i * M) + c__a_slices_along_1) * K) + c__a_slices_first_row);
+        const emmy_index_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
+        const emmy_index_t c__a_slices_source_2 = ((((i * M) + c__a_slices_along_2) * K) + c__a_slices_first_row);
+        const emmy_index_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
+        const emmy_index_t c__a_slices_source_3 = ((((i * M) + c__a_slices_along_3) * K) + c__a_slices_first_row);
+        const emmy_index_t c__a_slices_slice_step = (((((i * M) + c__a_slices_along_0) * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
+        const emmy_index_t c__b_slices_first_row = (c__thread / 32);
+        const emmy_index_t c__b_slices_column = (c__thread % 32);
+        const emmy_index_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
+        const emmy_index_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
+        const emmy_index_t c__b_slices_source_0 = ((((i * K) + c__b_slices_first_row) * N) + c__b_slices_along_0);
+        const emmy_index_t c__b_slices_slice_step = (((((i * K) + (c__b_slices_first_row + 8)) * N) + c__b_slices_along_0) - c__b_slices_source_0);
         if ((0 < c__slices)) {
           __syncthreads();
           emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
           emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
           emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
           emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
-          emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+          emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
         }
-        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
+        for (emmy_index_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
           if ((c__slice < c__slices)) {
             emmy_wait_for_copies<0>();
             __syncthreads();
@@ -3674,171 +2123,171 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a,
               emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
               emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
               emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
-              emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+              emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
@@ -3853,171 +2302,171 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a,
               emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
               emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
               emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
-              emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+              emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (emmy_index_t)0);
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
             }
             #pragma unroll
-            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
               emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
                   }
                 }
               }
             }
             #pragma unroll
-            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
               #pragma unroll
-              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
                 #pragma unroll
-                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
                   #pragma unroll
-                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  for (emmy_index_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
                     c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
                   }
                 }
@@ -4027,14 +2476,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a,
         }
         emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+        for (emmy_index_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
           #pragma unroll
-          for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
-            const int32_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
+          for (emmy_index_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            const emmy_index_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
             if ((m < M)) {
               #pragma unroll
-              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
-                const int32_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
+              for (emmy_index_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                const emmy_index_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
                 if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 3) < N)) {
                   alignas(16) float c__vector[4];
                   c__vector[0] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
@@ -4064,454 +2513,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a,
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  bmm_f32__k0__body<int32_t>(a, b, c, B, M, K, N);
+}
 
-// Computes acc, c.
+// Computes acc, c (the body of bmm_f32__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0__i64(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
-    for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
-        const int64_t c__lane = (int64_t)threadIdx.x;
-        const int64_t c__warp_col = (int64_t)threadIdx.y;
-        const int64_t c__warp_row = (int64_t)threadIdx.z;
-        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-        EMMY_SHARED(float, c__a_slices_0, 1056);
-        EMMY_SHARED(float, c__a_slices_1, 1056);
-        EMMY_SHARED(float, c__b_slices_0, 1024);
-        EMMY_SHARED(float, c__b_slices_1, 1024);
-        alignas(16) float c__accumulators[64];
-        #pragma unroll
-        for (int64_t c__element = (int64_t)0; c__element < (int64_t)64; c__element += (int64_t)1) {
-          c__accumulators[c__element] = 0.0f;
-        }
-        const int64_t c__lane_row = (c__lane / (int64_t)8);
-        const int64_t c__lane_col = (c__lane % (int64_t)8);
-        alignas(16) float c__a_fragments[16];
-        alignas(16) float c__b_fragments[16];
-        const int64_t c__slices = ((K + (int64_t)7) / (int64_t)8);
-        const int64_t c__a_slices_first_row = (c__thread % (int64_t)8);
-        const int64_t c__a_slices_column = (((c__thread / (int64_t)32) * (int64_t)4) + ((c__thread / (int64_t)8) % (int64_t)4));
-        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)132) + c__a_slices_column);
-        const int64_t c__a_slices_along_0 = ((mo * (int64_t)128) + c__a_slices_column);
-        const int64_t c__a_slices_source_0 = ((((i * M) + c__a_slices_along_0) * K) + c__a_slices_first_row);
-        const int64_t c__a_slices_along_1 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)32));
-        const int64_t c__a_slices_source_1 = ((((i * M) + c__a_slices_along_1) * K) + c__a_slices_first_row);
-        const int64_t c__a_slices_along_2 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)64));
-        const int64_t c__a_slices_source_2 = ((((i * M) + c__a_slices_along_2) * K) + c__a_slices_first_row);
-        const int64_t c__a_slices_along_3 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)96));
-        const int64_t c__a_slices_source_3 = ((((i * M) + c__a_slices_along_3) * K) + c__a_slices_first_row);
-        const int64_t c__a_slices_slice_step = (((((i * M) + c__a_slices_along_0) * K) + (c__a_slices_first_row + (int64_t)8)) - c__a_slices_source_0);
-        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
-        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
-        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (c__b_slices_column * (int64_t)4));
-        const int64_t c__b_slices_along_0 = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)4));
-        const int64_t c__b_slices_source_0 = ((((i * K) + c__b_slices_first_row) * N) + c__b_slices_along_0);
-        const int64_t c__b_slices_slice_step = (((((i * K) + (c__b_slices_first_row + (int64_t)8)) * N) + c__b_slices_along_0) - c__b_slices_source_0);
-        if (((int64_t)0 < c__slices)) {
-          __syncthreads();
-          emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
-          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
-          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
-          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
-          emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-        }
-        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)2) {
-          if ((c__slice < c__slices)) {
-            emmy_wait_for_copies<0>();
-            __syncthreads();
-            if (((c__slice + (int64_t)1) < c__slices)) {
-              emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-          }
-          if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_wait_for_copies<0>();
-            __syncthreads();
-            if ((((c__slice + (int64_t)1) + (int64_t)1) < c__slices)) {
-              emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
-              emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
-            }
-            #pragma unroll
-            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
-                  }
-                }
-              }
-            }
-            #pragma unroll
-            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-              #pragma unroll
-              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-                #pragma unroll
-                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                  #pragma unroll
-                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
-                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
-                  }
-                }
-              }
-            }
-          }
-        }
-        emmy_wait_for_copies<0>();
-        #pragma unroll
-        for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
-          #pragma unroll
-          for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
-            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)32)) + (c__row_group * (int64_t)16)) + ((c__lane_row * (int64_t)4) + c__row_in_group));
-            if ((m < M)) {
-              #pragma unroll
-              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
-                const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_group * (int64_t)32)) + (c__lane_col * (int64_t)4));
-                if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)3) < N)) {
-                  alignas(16) float c__vector[4];
-                  c__vector[(int64_t)0] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
-                  c__vector[(int64_t)1] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
-                  c__vector[(int64_t)2] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
-                  c__vector[(int64_t)3] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
-                  *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
-                } else {
-                  if ((n < N)) {
-                    c[((((i * M) + m) * N) + n)] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
-                  }
-                  if (((n + (int64_t)1) < N)) {
-                    c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
-                  }
-                  if (((n + (int64_t)2) < N)) {
-                    c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
-                  }
-                  if (((n + (int64_t)3) < N)) {
-                    c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  bmm_f32__k0__body<int64_t>(a, b, c, B, M, K, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -4522,7 +2530,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  if ((((((((((((((((((65535.9921875 + (double)B) + ((double)B * (double)K)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)M)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)N)) + (((6.75 * (double)B) * (double)K) * (double)M)) + (((6.75 * (double)B) * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((((((((65535.9921875 + (double)B) + ((double)B * (double)K)) + (((double)B * (double)K) * (double)M)) + (((double)B * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (258.875 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, (int32_t)B, (int32_t)M, (int32_t)K, (int32_t)N);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -4536,60 +2544,62 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __half* x, __half* y, int32_t M, int32_t N) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 63) / 64); no += (int32_t)gridDim.y) {
-    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 63) / 64); mo += (int32_t)gridDim.x) {
+// Computes y with indices of type emmy_index_t: int32_t in transpose_f16__k0, which the launcher runs where every index fits,
+// int64_t in transpose_f16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void transpose_f16__k0__body(const __half* x, __half* y, emmy_index_t M, emmy_index_t N) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 63) / 64); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.x; mo < ((M + 63) / 64); mo += (emmy_index_t)gridDim.x) {
       EMMY_SHARED(__half, x_tile, 4160);
       __syncthreads();
-      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
-        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+      for (emmy_index_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
+        const emmy_index_t x_tile_batch = (((emmy_index_t)threadIdx.x + (8 * ((emmy_index_t)threadIdx.y + (4 * (emmy_index_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
         alignas(16) __half x_tile_staged[32];
-        const int32_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
-        const int32_t x_tile_0 = ((x_tile_element / 64) % 64);
-        const int32_t x_tile_1 = (x_tile_element % 64);
+        const emmy_index_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
+        const emmy_index_t x_tile_0 = ((x_tile_element / 64) % 64);
+        const emmy_index_t x_tile_1 = (x_tile_element % 64);
         #pragma unroll
-        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+        for (emmy_index_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
           if ((((unsigned long long)(const void*)&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]) & 15) == 0 && (((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) < M) && ((((no * 64) + x_tile_1) + 7) < N))) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]);
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
               x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = x__lanes[x_tile_lane];
             }
           } else {
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
-              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 64), x_tile_0), emmy_mul(x_tile_slot, 16)) < M) && (emmy_add(emmy_add(emmy_mul(no, 64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (emmy_index_t)64), x_tile_0), emmy_mul(x_tile_slot, (emmy_index_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (emmy_index_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
             }
           }
         }
         #pragma unroll
-        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+        for (emmy_index_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
           #pragma unroll
-          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
+          for (emmy_index_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
             x_tile[(((x_tile_0 + (x_tile_slot_1 * 16)) * 65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 8) + x_tile_lane_1)];
           }
         }
       }
       __syncthreads();
       #pragma unroll
-      for (int32_t nr = 0; nr < 16; nr += 1) {
-        const int32_t nt = (int32_t)threadIdx.y;
-        const int32_t n = ((no * 64) + ((nr * 4) + nt));
+      for (emmy_index_t nr = 0; nr < 16; nr += 1) {
+        const emmy_index_t nt = (emmy_index_t)threadIdx.y;
+        const emmy_index_t n = ((no * 64) + ((nr * 4) + nt));
         if ((n < N)) {
-          const int32_t mt = (int32_t)threadIdx.x;
+          const emmy_index_t mt = (emmy_index_t)threadIdx.x;
           if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 64) + (mt * 8)))]) & 15) == 0 && (((mo * 64) + ((mt * 8) + 7)) < M)) {
             alignas(16) __half y__lanes[8];
             #pragma unroll
-            for (int32_t mv = 0; mv < 8; mv += 1) {
+            for (emmy_index_t mv = 0; mv < 8; mv += 1) {
               y__lanes[mv] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
             }
             *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 64) + (mt * 8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t mv = 0; mv < 8; mv += 1) {
-              const int32_t m = ((mo * 64) + ((mt * 8) + mv));
+            for (emmy_index_t mv = 0; mv < 8; mv += 1) {
+              const emmy_index_t m = ((mo * 64) + ((mt * 8) + mv));
               if ((m < M)) {
                 y[((n * M) + m)] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
               }
@@ -4600,70 +2610,13 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __ha
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __half* x, __half* y, int32_t M, int32_t N) {
+  transpose_f16__k0__body<int32_t>(x, y, M, N);
+}
 
-// Computes y.
+// Computes y (the body of transpose_f16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0__i64(const __half* x, __half* y, int64_t M, int64_t N) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__half, x_tile, 4160);
-      __syncthreads();
-      for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)4; x_tile_batch__trip += (int64_t)1) {
-        const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
-        alignas(16) __half x_tile_staged[32];
-        const int64_t x_tile_element = ((((((x_tile_batch / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_batch / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_batch / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_batch % (int64_t)8) * (int64_t)8));
-        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
-        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
-        #pragma unroll
-        for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
-            alignas(16) __half x__lanes[8];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]);
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = x__lanes[x_tile_lane];
-            }
-          } else {
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0), emmy_mul(x_tile_slot, (int64_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
-            }
-          }
-        }
-        #pragma unroll
-        for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)8; x_tile_lane_1 += (int64_t)1) {
-            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)16)) * (int64_t)65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
-          }
-        }
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)16; nr += (int64_t)1) {
-        const int64_t nt = (int64_t)threadIdx.y;
-        const int64_t n = ((no * (int64_t)64) + ((nr * (int64_t)4) + nt));
-        if ((n < N)) {
-          const int64_t mt = (int64_t)threadIdx.x;
-          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) & 15) == 0 && (((mo * (int64_t)64) + ((mt * (int64_t)8) + (int64_t)7)) < M)) {
-            alignas(16) __half y__lanes[8];
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
-              y__lanes[mv] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
-            }
-            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
-              const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)8) + mv));
-              if ((m < M)) {
-                y[((n * M) + m)] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  transpose_f16__k0__body<int64_t>(x, y, M, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -4686,60 +2639,62 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int32_t M, int32_t N) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 63) / 64); no += (int32_t)gridDim.y) {
-    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 63) / 64); mo += (int32_t)gridDim.x) {
+// Computes y with indices of type emmy_index_t: int32_t in transpose_bf16__k0, which the launcher runs where every index fits,
+// int64_t in transpose_bf16__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void transpose_bf16__k0__body(const __nv_bfloat16* x, __nv_bfloat16* y, emmy_index_t M, emmy_index_t N) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 63) / 64); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.x; mo < ((M + 63) / 64); mo += (emmy_index_t)gridDim.x) {
       EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
       __syncthreads();
-      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
-        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+      for (emmy_index_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
+        const emmy_index_t x_tile_batch = (((emmy_index_t)threadIdx.x + (8 * ((emmy_index_t)threadIdx.y + (4 * (emmy_index_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
         alignas(16) __nv_bfloat16 x_tile_staged[32];
-        const int32_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
-        const int32_t x_tile_0 = ((x_tile_element / 64) % 64);
-        const int32_t x_tile_1 = (x_tile_element % 64);
+        const emmy_index_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
+        const emmy_index_t x_tile_0 = ((x_tile_element / 64) % 64);
+        const emmy_index_t x_tile_1 = (x_tile_element % 64);
         #pragma unroll
-        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+        for (emmy_index_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
           if ((((unsigned long long)(const void*)&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]) & 15) == 0 && (((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) < M) && ((((no * 64) + x_tile_1) + 7) < N))) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]);
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
               x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = x__lanes[x_tile_lane];
             }
           } else {
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
-              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 64), x_tile_0), emmy_mul(x_tile_slot, 16)) < M) && (emmy_add(emmy_add(emmy_mul(no, 64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (emmy_index_t)64), x_tile_0), emmy_mul(x_tile_slot, (emmy_index_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (emmy_index_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
             }
           }
         }
         #pragma unroll
-        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+        for (emmy_index_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
           #pragma unroll
-          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
+          for (emmy_index_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
             x_tile[(((x_tile_0 + (x_tile_slot_1 * 16)) * 65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 8) + x_tile_lane_1)];
           }
         }
       }
       __syncthreads();
       #pragma unroll
-      for (int32_t nr = 0; nr < 16; nr += 1) {
-        const int32_t nt = (int32_t)threadIdx.y;
-        const int32_t n = ((no * 64) + ((nr * 4) + nt));
+      for (emmy_index_t nr = 0; nr < 16; nr += 1) {
+        const emmy_index_t nt = (emmy_index_t)threadIdx.y;
+        const emmy_index_t n = ((no * 64) + ((nr * 4) + nt));
         if ((n < N)) {
-          const int32_t mt = (int32_t)threadIdx.x;
+          const emmy_index_t mt = (emmy_index_t)threadIdx.x;
           if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 64) + (mt * 8)))]) & 15) == 0 && (((mo * 64) + ((mt * 8) + 7)) < M)) {
             alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
-            for (int32_t mv = 0; mv < 8; mv += 1) {
+            for (emmy_index_t mv = 0; mv < 8; mv += 1) {
               y__lanes[mv] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
             }
             *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 64) + (mt * 8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t mv = 0; mv < 8; mv += 1) {
-              const int32_t m = ((mo * 64) + ((mt * 8) + mv));
+            for (emmy_index_t mv = 0; mv < 8; mv += 1) {
+              const emmy_index_t m = ((mo * 64) + ((mt * 8) + mv));
               if ((m < M)) {
                 y[((n * M) + m)] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
               }
@@ -4750,70 +2705,13 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __n
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int32_t M, int32_t N) {
+  transpose_bf16__k0__body<int32_t>(x, y, M, N);
+}
 
-// Computes y.
+// Computes y (the body of transpose_bf16__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0__i64(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
-      __syncthreads();
-      for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)4; x_tile_batch__trip += (int64_t)1) {
-        const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
-        alignas(16) __nv_bfloat16 x_tile_staged[32];
-        const int64_t x_tile_element = ((((((x_tile_batch / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_batch / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_batch / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_batch % (int64_t)8) * (int64_t)8));
-        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
-        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
-        #pragma unroll
-        for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
-            alignas(16) __nv_bfloat16 x__lanes[8];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]);
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = x__lanes[x_tile_lane];
-            }
-          } else {
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0), emmy_mul(x_tile_slot, (int64_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
-            }
-          }
-        }
-        #pragma unroll
-        for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)8; x_tile_lane_1 += (int64_t)1) {
-            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)16)) * (int64_t)65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
-          }
-        }
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)16; nr += (int64_t)1) {
-        const int64_t nt = (int64_t)threadIdx.y;
-        const int64_t n = ((no * (int64_t)64) + ((nr * (int64_t)4) + nt));
-        if ((n < N)) {
-          const int64_t mt = (int64_t)threadIdx.x;
-          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) & 15) == 0 && (((mo * (int64_t)64) + ((mt * (int64_t)8) + (int64_t)7)) < M)) {
-            alignas(16) __nv_bfloat16 y__lanes[8];
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
-              y__lanes[mv] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
-            }
-            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
-              const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)8) + mv));
-              if ((m < M)) {
-                y[((n * M) + m)] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  transpose_bf16__k0__body<int64_t>(x, y, M, N);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -4836,60 +2734,62 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const float* x, float* y, int32_t M, int32_t N) {
-  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 31) / 32); no += (int32_t)gridDim.y) {
-    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 31) / 32); mo += (int32_t)gridDim.x) {
+// Computes y with indices of type emmy_index_t: int32_t in transpose_f32__k0, which the launcher runs where every index fits,
+// int64_t in transpose_f32__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void transpose_f32__k0__body(const float* x, float* y, emmy_index_t M, emmy_index_t N) {
+  for (emmy_index_t no = (emmy_index_t)blockIdx.y; no < ((N + 31) / 32); no += (emmy_index_t)gridDim.y) {
+    for (emmy_index_t mo = (emmy_index_t)blockIdx.x; mo < ((M + 31) / 32); mo += (emmy_index_t)gridDim.x) {
       EMMY_SHARED(float, x_tile, 1056);
       __syncthreads();
-      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 2; x_tile_batch__trip += 1) {
-        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+      for (emmy_index_t x_tile_batch__trip = 0; x_tile_batch__trip < 2; x_tile_batch__trip += 1) {
+        const emmy_index_t x_tile_batch = (((emmy_index_t)threadIdx.x + (8 * ((emmy_index_t)threadIdx.y + (4 * (emmy_index_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
         alignas(16) float x_tile_staged[16];
-        const int32_t x_tile_element = (x_tile_batch * 4);
-        const int32_t x_tile_0 = ((x_tile_element / 32) % 32);
-        const int32_t x_tile_1 = (x_tile_element % 32);
+        const emmy_index_t x_tile_element = (x_tile_batch * 4);
+        const emmy_index_t x_tile_0 = ((x_tile_element / 32) % 32);
+        const emmy_index_t x_tile_1 = (x_tile_element % 32);
         #pragma unroll
-        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+        for (emmy_index_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
           if ((((unsigned long long)(const void*)&x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + ((no * 32) + x_tile_1))]) & 15) == 0 && (((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) < M) && ((((no * 32) + x_tile_1) + 3) < N))) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + ((no * 32) + x_tile_1))]);
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
               x_tile_staged[((x_tile_slot * 4) + x_tile_lane)] = x__lanes[x_tile_lane];
             }
           } else {
             #pragma unroll
-            for (int32_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
-              x_tile_staged[((x_tile_slot * 4) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 32), x_tile_0), emmy_mul(x_tile_slot, 8)) < M) && (emmy_add(emmy_add(emmy_mul(no, 32), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + (((no * 32) + x_tile_1) + x_tile_lane))] : 0.0f);
+            for (emmy_index_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 4) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (emmy_index_t)32), x_tile_0), emmy_mul(x_tile_slot, (emmy_index_t)8)) < M) && (emmy_add(emmy_add(emmy_mul(no, (emmy_index_t)32), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + (((no * 32) + x_tile_1) + x_tile_lane))] : 0.0f);
             }
           }
         }
         #pragma unroll
-        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+        for (emmy_index_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
           #pragma unroll
-          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 4; x_tile_lane_1 += 1) {
+          for (emmy_index_t x_tile_lane_1 = 0; x_tile_lane_1 < 4; x_tile_lane_1 += 1) {
             x_tile[(((x_tile_0 + (x_tile_slot_1 * 8)) * 33) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 4) + x_tile_lane_1)];
           }
         }
       }
       __syncthreads();
       #pragma unroll
-      for (int32_t nr = 0; nr < 8; nr += 1) {
-        const int32_t nt = (int32_t)threadIdx.y;
-        const int32_t n = ((no * 32) + ((nr * 4) + nt));
+      for (emmy_index_t nr = 0; nr < 8; nr += 1) {
+        const emmy_index_t nt = (emmy_index_t)threadIdx.y;
+        const emmy_index_t n = ((no * 32) + ((nr * 4) + nt));
         if ((n < N)) {
-          const int32_t mt = (int32_t)threadIdx.x;
+          const emmy_index_t mt = (emmy_index_t)threadIdx.x;
           if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 32) + (mt * 4)))]) & 15) == 0 && (((mo * 32) + ((mt * 4) + 3)) < M)) {
             alignas(16) float y__lanes[4];
             #pragma unroll
-            for (int32_t mv = 0; mv < 4; mv += 1) {
+            for (emmy_index_t mv = 0; mv < 4; mv += 1) {
               y__lanes[mv] = x_tile[((((mt * 4) + mv) * 33) + ((nr * 4) + nt))];
             }
             *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 32) + (mt * 4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int32_t mv = 0; mv < 4; mv += 1) {
-              const int32_t m = ((mo * 32) + ((mt * 4) + mv));
+            for (emmy_index_t mv = 0; mv < 4; mv += 1) {
+              const emmy_index_t m = ((mo * 32) + ((mt * 4) + mv));
               if ((m < M)) {
                 y[((n * M) + m)] = x_tile[((((mt * 4) + mv) * 33) + ((nr * 4) + nt))];
               }
@@ -4900,70 +2800,13 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const floa
     }
   }
 }
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const float* x, float* y, int32_t M, int32_t N) {
+  transpose_f32__k0__body<int32_t>(x, y, M, N);
+}
 
-// Computes y.
+// Computes y (the body of transpose_f32__k0 with 64-bit indices).
 extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0__i64(const float* x, float* y, int64_t M, int64_t N) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
-    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(float, x_tile, 1056);
-      __syncthreads();
-      for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)2; x_tile_batch__trip += (int64_t)1) {
-        const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
-        alignas(16) float x_tile_staged[16];
-        const int64_t x_tile_element = (x_tile_batch * (int64_t)4);
-        const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
-        const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-        #pragma unroll
-        for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + ((no * (int64_t)32) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) < M) && ((((no * (int64_t)32) + x_tile_1) + (int64_t)3) < N))) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + ((no * (int64_t)32) + x_tile_1))]);
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)4; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)4) + x_tile_lane)] = x__lanes[x_tile_lane];
-            }
-          } else {
-            #pragma unroll
-            for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)4; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)4) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0), emmy_mul(x_tile_slot, (int64_t)8)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)32), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + (((no * (int64_t)32) + x_tile_1) + x_tile_lane))] : 0.0f);
-            }
-          }
-        }
-        #pragma unroll
-        for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)4; x_tile_lane_1 += (int64_t)1) {
-            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)8)) * (int64_t)33) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)4) + x_tile_lane_1)];
-          }
-        }
-      }
-      __syncthreads();
-      #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)8; nr += (int64_t)1) {
-        const int64_t nt = (int64_t)threadIdx.y;
-        const int64_t n = ((no * (int64_t)32) + ((nr * (int64_t)4) + nt));
-        if ((n < N)) {
-          const int64_t mt = (int64_t)threadIdx.x;
-          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)32) + (mt * (int64_t)4)))]) & 15) == 0 && (((mo * (int64_t)32) + ((mt * (int64_t)4) + (int64_t)3)) < M)) {
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)4; mv += (int64_t)1) {
-              y__lanes[mv] = x_tile[((((mt * (int64_t)4) + mv) * (int64_t)33) + ((nr * (int64_t)4) + nt))];
-            }
-            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)32) + (mt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t mv = (int64_t)0; mv < (int64_t)4; mv += (int64_t)1) {
-              const int64_t m = ((mo * (int64_t)32) + ((mt * (int64_t)4) + mv));
-              if ((m < M)) {
-                y[((n * M) + m)] = x_tile[((((mt * (int64_t)4) + mv) * (int64_t)33) + ((nr * (int64_t)4) + nt))];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
+  transpose_f32__k0__body<int64_t>(x, y, M, N);
 }
 
 #endif  // EMMY_HOST_ONLY
