@@ -99,6 +99,7 @@ std::vector<std::string> decides(const Directive& d) {
     case DirectiveKind::Root: return {"place " + stage};
     case DirectiveKind::Cache: return {"cache " + stage + " at " + d.atStage.text};
     case DirectiveKind::Threads: return {"threads " + stage};
+    case DirectiveKind::IndexBits: return {"index_bits " + stage};
     case DirectiveKind::Mma: return {"mma " + stage};
     case DirectiveKind::Scan: return {"scan " + stage};
     case DirectiveKind::Vectorize:

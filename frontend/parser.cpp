@@ -719,6 +719,7 @@ private:
     else if (auto* c = dynamic_cast<P::PadDirectiveContext*>(ctx)) buildPad(c, d);
     else if (auto* c = dynamic_cast<P::DoubleBufferDirectiveContext*>(ctx)) setStage(K::DoubleBuffer, c->stage, d);
     else if (auto* c = dynamic_cast<P::ThreadsDirectiveContext*>(ctx)) buildThreads(c, d);
+    else if (auto* c = dynamic_cast<P::IndexBitsDirectiveContext*>(ctx)) buildIndexBits(c, d);
     else if (auto* c = dynamic_cast<P::MmaDirectiveContext*>(ctx)) buildMma(c, d);
     else if (auto* c = dynamic_cast<P::ScanDirectiveContext*>(ctx)) buildScan(c, d);
     else EMMY_INTERNAL_ASSERT(false, "unknown directive '{}'", ctx->getText());
@@ -818,6 +819,12 @@ private:
   // `threads S N`
   void buildThreads(EmmyParser::ThreadsDirectiveContext* ctx, ast::Directive& d) {
     setStage(ast::DirectiveKind::Threads, ctx->stage, d);
+    d.factors.push_back(buildFactor(ctx->factor()));
+  }
+
+  // `index_bits S N`
+  void buildIndexBits(EmmyParser::IndexBitsDirectiveContext* ctx, ast::Directive& d) {
+    setStage(ast::DirectiveKind::IndexBits, ctx->stage, d);
     d.factors.push_back(buildFactor(ctx->factor()));
   }
 

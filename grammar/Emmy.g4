@@ -107,6 +107,7 @@ directive
   | PAD stage=ID BY factor                                                 # padDirective
   | DOUBLE_BUFFER stage=ID                                                 # doubleBufferDirective
   | THREADS stage=ID factor                                                # threadsDirective
+  | INDEX_BITS stage=ID factor                                             # indexBitsDirective
   | MMA stage=ID LPAREN axes=idList RPAREN BY LPAREN factorList RPAREN (word=ID stages=factor)? # mmaDirective
   | SCAN axisRef BY LPAREN factorList RPAREN                              # scanDirective
   ;
@@ -205,6 +206,7 @@ DOUBLE_BUFFER : 'double_buffer' { inSchedule }? ;
 // Directive words LANGUAGE.md does not reserve: keywords only where a directive starts, names elsewhere
 // (a tensor `scan`, a loop `threads`).
 THREADS : 'threads' { inSchedule && atDirectiveStart() }? ;
+INDEX_BITS : 'index_bits' { inSchedule && atDirectiveStart() }? ;
 MMA : 'mma' { inSchedule && atDirectiveStart() }? ;
 SCAN : 'scan' { inSchedule && atDirectiveStart() }? ;
 ATOMIC : 'atomic' { inSchedule }? ;

@@ -313,6 +313,50 @@ kernel window(x: f32[N, H], w: f32[K]) -> (y: f32[N, H - K + 1]) {
     }
   }
 }
+TEST_CASE("index_bits ROOT 64, or -D ROOT_index_bits=64 of the default policy's param, keeps a kernel's indices "
+          "64-bit at every size",
+          "[index][schedule]") {
+  const std::string source = R"(
+kernel rows(x: f32[N, D]) -> (y: f32[N, D]) {
+    m[n] = max[d](x[n, d])
+    y[n, d] = x[n, d] - m[n]
+}
+schedule rows {
+    index_bits y 64
+}
+kernel scaled(x: f32[N, D]) -> (y: f32[N, D]) {
+    y[n, d] = x[n, d] * 2.0
+}
+)";
+  for (Kernel kernel : testing::kernelsOfText(source)) {
+    bool scheduled = kernel.name == "rows";
+    for (int64_t bits : {32, 64}) {
+      if (scheduled && bits == 32) continue;
+      if (!scheduled) kernel.paramValues["y_index_bits"] = bits;
+      INFO(kernel.name << " with " << bits << "-bit indices");
+      Lowered lowered = lower(kernel, PipelineOptions{});
+      const std::vector<std::string>& schedule = lowered.tile.schedule;
+      CHECK(std::count(schedule.begin(), schedule.end(), scheduled ? "index_bits y 64" : "index_bits y y_index_bits") == 1);
+      if (!scheduled) {
+        REQUIRE(lowered.tile.params.size() >= 1);
+        CHECK(printParam(lowered.tile.params.back()) == "param y_index_bits in [32, 64] = 32");
+      }
+      // 64: one kernel each, 64-bit; 32: a 32-bit kernel and its twin each.
+      for (const kernel::Function& function : lowered.kernel.functions) {
+        if (bits == 64) CHECK(function.indexBits == 64);
+        CHECK((function.indicesFit == nullptr) == (bits == 64));
+      }
+      sim::CudaSource cuda = emitCudaFiles({lowered}, "bits.emmy");
+      CHECK((cuda.source.find("emmy_index_t") != std::string::npos) == (bits == 32));
+      sim::SimulatedKernel program(kernel, cuda);
+      int seed = 0;
+      for (const std::map<std::string, int64_t>& sizes : std::vector<std::map<std::string, int64_t>>{
+               {{"N", 3}, {"D", 37}}, {{"N", 1}, {"D", 1}}, {{"N", 0}, {"D", 5}}, {{"N", 70}, {"D", 9}}})
+        testing::checkAgainstEvaluator(kernel, program, sizes, ++seed);
+    }
+  }
+}
+
 TEST_CASE("the static model of --stats counts the 32-bit kernel where the indices fit and the 64-bit twin beyond",
           "[index][stats]") {
   // softmax<f32>'s rows of 65536: 2^30 elements fit 32-bit indices, 40000 rows (2.6 * 10^9) do not.

@@ -271,7 +271,9 @@ TEST_CASE("what a partial schedule leaves open is filled by the default policy, 
   Built built = build(softmaxKernel() + "schedule softmax {\n    compute m at y.n\n}\n");
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 2}, {"D", 1}}});
   std::string printed = tile::printSchedule(built.lowered.tile);
-  CHECK(contains(printed, R"(param y_threads in \[32, 64, 128, 256, 512, 1024\] = 256\n    compute m at y.n\n    bind y.n to block.x\n)"));
+  CHECK(contains(printed, R"(param y_threads in \[32, 64, 128, 256, 512, 1024\] = 256\n    param y_index_bits in \[32, 64\] = 32\n)"
+                         R"(    compute m at y.n\n    bind y.n to block.x\n)"));
+  CHECK(contains(printed, R"(    index_bits y y_index_bits\n\}\n)"));
   CHECK(contains(printed, R"(split m.d by y_threads -> \(d_step, d_lane\)\n    reorder m \(d_lane, d_step\)\n    bind m.d_lane to thread.x)"));
   CHECK(contains(built.cuda.source, "__shfl_xor_sync"));  // m and s are combined across the block
 }

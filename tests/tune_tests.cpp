@@ -41,7 +41,21 @@ namespace fs = std::filesystem;
 using namespace emmy;
 using namespace emmy::tune;
 
-const std::string kMatmul = (fs::path(EMMY_SOURCE_DIR) / "examples" / "matmul.emmy").string();
+// examples/matmul.emmy with its kernel's index width given (`index_bits C 32`), so that its param space
+// is its schedule's three params (the default policy would add C_index_bits), copied once per process.
+const std::string& matmulFile() {
+  static const std::string path = [] {
+    std::string whyNot;
+    std::optional<std::string> text = readRegularFile(fs::path(EMMY_SOURCE_DIR) / "examples" / "matmul.emmy", 1 << 20, whyNot);
+    REQUIRE(text);
+    text->insert(text->rfind('}'), "    index_bits C 32\n");
+    fs::path folder = fs::temp_directory_path() / fmt::format("emmy_tune_tests_{}", getpid());
+    fs::create_directories(folder);
+    writeFilesTogether({{folder / "matmul.emmy", *text}});
+    return (folder / "matmul.emmy").string();
+  }();
+  return path;
+}
 
 // A space of `params` params P0, P1, ... with candidates 0..count-1, the defaults at 0.
 ParamSpace spaceOf(int params, int count) {
@@ -94,7 +108,7 @@ const std::map<std::string, int64_t> kSizes = {{"M", 256}, {"N", 256}, {"K", 256
 
 TuningTarget matmulTarget(const std::map<std::string, int64_t>& sizes = kSizes, const std::string& device = "fake device") {
   std::vector<std::string> untunable;
-  std::vector<TuningTarget> targets = tuningTargets(kMatmul, "", sizes, device, "sm_90", untunable);
+  std::vector<TuningTarget> targets = tuningTargets(matmulFile(), "", sizes, device, "sm_90", untunable);
   REQUIRE(targets.size() == 1);
   return targets[0];
 }
@@ -102,12 +116,12 @@ TuningTarget matmulTarget(const std::map<std::string, int64_t>& sizes = kSizes, 
 // A candidate of examples/matmul.emmy at `sizes`, lowered and printed as emmy tune gives it to a backend.
 CandidateProgram matmulProgram(const Candidate& params, const std::map<std::string, int64_t>& sizes) {
   std::vector<std::string> untunable;
-  TuningTarget target = tuningTargets(kMatmul, "", sizes, "fake device", "sm_90", untunable)[0];
+  TuningTarget target = tuningTargets(matmulFile(), "", sizes, "fake device", "sm_90", untunable)[0];
   Diagnostics diagnostics;
-  auto kernels = elaborateFile(kMatmul, "", false, params, diagnostics);
+  auto kernels = elaborateFile(matmulFile(), "", false, params, diagnostics);
   REQUIRE(kernels);
   CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes, {}};
-  program.cuda = emitCudaFiles({program.lowered}, kMatmul);
+  program.cuda = emitCudaFiles({program.lowered}, matmulFile());
   return program;
 }
 
@@ -265,7 +279,7 @@ TEST_CASE("tune: records are keyed by kernel, schedule, sizes, device and archit
   // Neither hash depends on the param values the kernel was elaborated with.
   Diagnostics diagnostics;
   ElaborationDetails details;
-  auto kernels = elaborateFile(kMatmul, "", false, {{"BM", 128}}, diagnostics, &details);
+  auto kernels = elaborateFile(matmulFile(), "", false, {{"BM", 128}}, diagnostics, &details);
   REQUIRE(kernels);
   CHECK(tuningKey(kernels->front(), details.params, kSizes, "fake device", "sm_90") == target.key);
   // Another schedule is another key.
@@ -444,7 +458,7 @@ TEST_CASE("tune: emmy build's choice of the best recorded parameters", "[tune]")
   TuningDatabase database(folder.path() / "tuning.db", true);
   Diagnostics diagnostics;
   ElaborationDetails details;
-  auto kernels = elaborateFile(kMatmul, "", false, {}, diagnostics, &details);
+  auto kernels = elaborateFile(matmulFile(), "", false, {}, diagnostics, &details);
   REQUIRE(kernels);
   const tensor::Kernel& kernel = kernels->front();
   std::string note;

@@ -431,6 +431,10 @@ Program chooseIndexWidths(const Program& program) {
   Program result = program;
   result.functions.clear();
   for (const Function& function : program.functions) {
+    if (function.narrowestIndexBits == 64) {
+      result.functions.push_back(function);
+      continue;
+    }
     IndexBound bound = indexBoundOf(function);
     auto constant = bound.terms.find({});
     bool variable = std::any_of(bound.terms.begin(), bound.terms.end(), [](const auto& term) { return !term.first.empty(); });

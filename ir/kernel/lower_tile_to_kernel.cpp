@@ -57,7 +57,9 @@ public:
     const std::array<int, 3>& threads = nest_.threads;
     std::array<ExprPtr, 3> blocks{i64(1), i64(1), i64(1)};
     findBlockLoops(*nest_.body, blocks);
-    return Function{nest_.name, nest_.stages, threads, blocks, withoutUnusedLets(lowerStmt(*nest_.body)), nullptr};
+    // Always launched, 64-bit until the pass index-widths says otherwise.
+    return Function{nest_.name, nest_.stages, threads, blocks, withoutUnusedLets(lowerStmt(*nest_.body)),
+                    nullptr, 64, nullptr, nest_.narrowestIndexBits};
   }
 
 private:

@@ -331,6 +331,9 @@ struct Function {
   // launcher runs the first, and the second where it fails; null for a kernel without a twin.
   int indexBits = 64;
   ExprPtr indicesFit;
+  // 64 where the schedule keeps its index arithmetic 64-bit at every size (`index_bits ROOT 64`): the
+  // pass then leaves it as it is.
+  int narrowestIndexBits = 32;
 
   // The 64-bit twin of the kernel before it, which the launcher runs where that one's indices do not fit.
   bool isWideTwin() const { return indicesFit && indexBits == 64; }

@@ -65,6 +65,7 @@ std::string printDirective(const Directive& d) {
     case DirectiveKind::Unroll: return fmt::format("unroll {}.{}", stage, d.axes[0].text);
     case DirectiveKind::Pad: return fmt::format("pad {} by {}", stage, numberText(d.factors[0]));
     case DirectiveKind::Threads: return fmt::format("threads {} {}", stage, numberText(d.factors[0]));
+    case DirectiveKind::IndexBits: return fmt::format("index_bits {} {}", stage, numberText(d.factors[0]));
     case DirectiveKind::Mma:
       return fmt::format("mma {} ({}) by ({}, {}) stages {}", stage, names(d.axes), numberText(d.factors[0]),
                          numberText(d.factors[1]), numberText(d.factors[2]));

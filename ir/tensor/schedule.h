@@ -20,7 +20,7 @@ namespace emmy::tensor {
   X(Split, "split") X(Tile, "tile") X(Reorder, "reorder") X(Fuse, "fuse") X(Bind, "bind")               \
   X(Inline, "inline") X(ComputeAt, "compute") X(Root, "root") X(Cache, "cache") X(Vectorize, "vectorize") \
   X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads") X(Mma, "mma") \
-  X(Scan, "scan")
+  X(Scan, "scan") X(IndexBits, "index_bits")
 
 enum class DirectiveKind {
 #define EMMY_ENUM_ENTRY(Kind, word) Kind,
@@ -97,6 +97,7 @@ enum class CacheMemory { Shared, Registers };
 //   pad S by N                                   stage, factors={N}
 //   mma S (a, b, c) by (WM, WN) stages N          stage, axes, factors={WM, WN, N}
 //   scan S.t by (THREADS, ITEMS)                 stage, axes={t}, factors={THREADS, ITEMS}
+//   index_bits S N                               stage, factors={N}
 struct Directive {
   DirectiveKind kind = DirectiveKind::Split;
   SourceLoc loc;  // the whole directive

@@ -52,7 +52,11 @@ TileNest NestScheduler::run() {
     placeKeptTerms();
   }
   StmtPtr body = generate(0, {}, {});
-  return TileNest{nest_.name, nest_.stages, threads_, body};
+  return TileNest{nest_.name, nest_.stages, threads_, body, narrowestIndexBits()};
+}
+
+int NestScheduler::narrowestIndexBits() const {
+  return static_cast<int>(model_.stages.at(root_->name).indexBits.value_or(32));
 }
 
 void NestScheduler::unsupported(const SourceLoc& loc, const std::string& message) { cannot(loc, message + " (not supported yet)"); }

@@ -56,6 +56,7 @@ public:
       if (!scheduleNames(kernel_, nest)) shape(nest);
     model_ = commit();
     for (const loop::LoopNest& nest : program_.kernels) fill(nest);
+    for (const loop::LoopNest& nest : program_.kernels) indexBits(nest);
     ScheduleModel completed = commit();
     completed.notes = notes_;
     return completed;
@@ -165,6 +166,16 @@ private:
     vectorize.axes = {{all, {}}};
     vectorize.factors = {declare(root + "_vector", {1, width}, width)};
     add(vectorize);
+  }
+
+  // The width of a kernel's index arithmetic, where the schedule does not give it: 32 bits where the
+  // launcher sees that every index fits, a param so that `emmy tune` may keep 64 for a shape.
+  void indexBits(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    if (model_.stages.at(root).indexBits) return;
+    Directive bits = directive(DirectiveKind::IndexBits, root);
+    bits.factors = {declare(root + "_index_bits", {32, 64}, 32)};
+    add(bits);
   }
 
   // The reduction of a nest of one stage that has one, or of a root and the reduction it is the epilogue

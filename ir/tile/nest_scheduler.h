@@ -127,6 +127,8 @@ private:
 
   // ---- apply_schedule.cpp: positions, the root's loops and core, names ----
   [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message);
+  // The root's `index_bits`, 32 without one.
+  int narrowestIndexBits() const;
   [[noreturn]] void cannot(const SourceLoc& loc, const std::string& message);
   void refuseOtherWork(const std::function<void(const std::string&)>& refuse, const std::string& kind,
                        const std::string& staged) const;

@@ -246,6 +246,9 @@ struct TileNest {
   std::vector<std::string> stages;
   std::array<int, 3> threads;  // the block's size along x, y and z
   StmtPtr body;                // loops bound to blocks or the grid enclose every other loop
+  // 32: its index arithmetic is 32-bit where the sizes allow (ir/kernel/index_widths.h); 64: never
+  // (`index_bits ROOT 64`).
+  int narrowestIndexBits = 32;
 };
 
 struct Program {

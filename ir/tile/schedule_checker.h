@@ -58,10 +58,12 @@ private:
   bool accumulatorsFit(const StageSchedule& stage, const std::vector<ScheduledLoop>& loops, const Directive& d);
   void fuse(const Directive& d);
 
-  // ---- primitives/bind.cpp: bind, threads, the blocks of a whole kernel ----
+  // ---- primitives/bind.cpp: bind, threads, index_bits, the blocks of a whole kernel ----
   void bind(const Directive& d);
   std::optional<std::string> whyNoAtomic(const StageSchedule& schedule) const;
   void threads(const Directive& d);
+  void indexBits(const Directive& d);
+  void checkIndexBitsOfRoots();
   void checkBlockLoopsOutermost(const StageSchedule& stage);
   void checkThreadsPerKernel();
   void checkGridKernels();

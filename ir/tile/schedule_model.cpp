@@ -77,6 +77,7 @@ ScheduleModel ScheduleChecker::run() {
   for (const auto& [name, stage] : model_.stages) checkBlockLoopsOutermost(stage);
   checkThreadsPerKernel();
   checkGridKernels();
+  checkIndexBitsOfRoots();
   checkSharedMemory();
   model_.passedOverCaches = skippedCaches_;
   return model_;
@@ -129,6 +130,7 @@ void ScheduleChecker::apply(const Directive& d) {
     case DirectiveKind::Pad:
     case DirectiveKind::DoubleBuffer: return shapeCache(d);
     case DirectiveKind::Threads: return threads(d);
+    case DirectiveKind::IndexBits: return indexBits(d);
     case DirectiveKind::Mma: return mma(d);
     case DirectiveKind::Scan: return scan(d);
   }

@@ -129,6 +129,10 @@ struct StageSchedule {
   // `threads S N`: the block's size of the kernel of a root whose loop is bound to grid.x.
   std::optional<int64_t> threads;
   SourceLoc threadsAt;
+  // `index_bits S N` of a kernel's root: 64, its index arithmetic is 64-bit at every size; 32, 32-bit
+  // where the launcher sees that every index fits (ir/kernel/index_widths.h), as without it.
+  std::optional<int64_t> indexBits;
+  SourceLoc indexBitsAt;
 };
 
 struct ScheduleModel {

@@ -125,6 +125,36 @@ void ScheduleChecker::threads(const Directive& d) {
   stage->threadsAt = d.loc;
 }
 
+void ScheduleChecker::indexBits(const Directive& d) {
+  StageSchedule* stage = findStage(d.stage);
+  if (!stage) return;
+  int64_t bits = d.factors[0].value;
+  if (bits != 32 && bits != 64) {
+    diagnostics_.error(d.factors[0].loc, fmt::format("index_bits {} {}: a kernel's index arithmetic is 32-bit where every "
+                                                     "index fits (the launcher checks, and runs a 64-bit twin elsewhere) "
+                                                     "or 64-bit at every size: 32 or 64", stage->name, bits));
+    return;
+  }
+  if (stage->indexBits) {
+    diagnostics_.error(d.loc, fmt::format("the index bits of {} are already given (at line {})", stage->name,
+                                          stage->indexBitsAt.line));
+    return;
+  }
+  stage->indexBits = bits;
+  stage->indexBitsAt = d.loc;
+}
+
+// `index_bits` is a whole CUDA kernel's: it names the kernel's root, the stage it stores last.
+void ScheduleChecker::checkIndexBitsOfRoots() {
+  std::vector<std::string> roots;
+  for (const loop::LoopNest& nest : program_.kernels) roots.push_back(nest.stages.back());
+  for (const auto& [name, stage] : model_.stages)
+    if (stage.indexBits && !nestRootedAt(name))
+      diagnostics_.error(stage.indexBitsAt, fmt::format("index_bits {}: {} is not the root of a kernel, whose index "
+                                                        "arithmetic it would choose (roots: {})",
+                                                        name, name, join(roots, ", ")));
+}
+
 void ScheduleChecker::checkBlockLoopsOutermost(const StageSchedule& stage) {
   bool unbound = false;
   std::string firstUnbound;
@@ -234,7 +264,7 @@ std::optional<TileNest> NestScheduler::outputInit() const {
   ExprPtr identity = immediateOf(reductionIdentity(root_->reduction->op, root_->dtype));
   StmtPtr body = std::make_shared<Loop>("element", elements, Binding::GridStrided, std::vector<std::string>{},
                                         std::make_shared<Store>(parts_.root.finalize->buffer, indices, identity));
-  return TileNest{nest_.name + "_init", {root_->name}, {kInitThreads, 1, 1}, body};
+  return TileNest{nest_.name + "_init", {root_->name}, {kInitThreads, 1, 1}, body, narrowestIndexBits()};
 }
 
 Binding NestScheduler::bindingOf(const FinalLoop& loop) {
