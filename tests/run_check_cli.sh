@@ -55,7 +55,8 @@ schedule tuned {
     bind y.t to thread.x
 }
 SOURCE
-expect 0 '2 of 2 candidates' -- "$emmy" tune tuned.emmy --cost-model "${sizes[@]}" --scalar s=2
+# (T, and the index width the default policy leaves to tune: 4 candidates)
+expect 0 '4 of 4 candidates' -- "$emmy" tune tuned.emmy --cost-model "${sizes[@]}" --scalar s=2
 expect 2 "^emmy: error: --scalar zz: no kernel checked has a scalar named zz \\(scalars: s\\)$" -- \
   "$emmy" tune tuned.emmy --cost-model "${sizes[@]}" --scalar zz=2
 

@@ -14,17 +14,17 @@ export EMMY_TUNING_DB="$out/tuning.db"
 small=(--size M=1024 --size N=1024 --size K=1024)
 large=(--size M=4096 --size N=4096 --size K=4096)
 expect 0 'ranked by the static model for sm_90 .*estimates, not timings' -- "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}"
-grep -Eq '^27 of 27 candidates \(exhaustive\): 27 ok; 27 measured now, 0 from ' "$out/output" || fail "the first run: $(cat "$out/output")"
-grep -Eq '^  1 +[0-9]+ +[0-9]+ +[0-9]+ +ok ' "$out/output" || fail "no ranked table: $(cat "$out/output")"
-grep -Eq '^matmul \[27/27\] ' "$out/output" || fail "no progress line per candidate"
-expect 0 '27 of 27 candidates \(exhaustive\): 27 ok; 0 measured now, 27 from' -- \
+grep -Eq '^54 of 54 candidates \(exhaustive\): 54 ok; 54 measured now, 0 from ' "$out/output" || fail "the first run: $(cat "$out/output")"
+grep -Eq '^  1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +ok ' "$out/output" || fail "no ranked table: $(cat "$out/output")"
+grep -Eq '^matmul \[54/54\] ' "$out/output" || fail "no progress line per candidate"
+expect 0 '54 of 54 candidates \(exhaustive\): 54 ok; 0 measured now, 54 from' -- \
   "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}"
 expect 0 'matmul \(K=1024 M=1024 N=1024\) on static model \(H200-class\), sm_90, from examples/matmul.emmy' -- \
   "$emmy" tune --report examples/matmul.emmy
 expect 0 'no tuning records' -- "$emmy" tune --report examples/softmax.emmy
 
 # emmy build: the best record, said on stderr; -D wins; --no-tuned ignores them.
-best=$("$emmy" tune --report | sed -n '2p' | awk '{print $1, $2, $3}')
+best=$("$emmy" tune --report | sed -n '2p' | awk '{print $1, $2, $3, $4}')
 bm=$(echo "$best" | tr ' ' '\n' | sed -n 's/^BM=//p')
 expect 0 "using tuned parameters $best for matmul \\(K=1024 M=1024 N=1024, static model \\(H200-class\\), sm_90\\)" -- \
   "$emmy" build examples/matmul.emmy --emit schedule
@@ -40,9 +40,10 @@ expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- "$emmy" build exa
 
 expect 2 'needs every size: add --size M=\.\.\.' -- "$emmy" tune examples/matmul.emmy --cost-model --size N=8 --size K=8
 # A kernel without a schedule: the default policy's params (issue 13).
-expect 0 'best: y_threads=[0-9]+ ' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=4096 --size D=4096
-expect 0 'using tuned parameters y_threads=[0-9]+ y_vector=[0-9]+ for softmax' -- "$emmy" build examples/softmax.emmy --emit schedule --size N=4096 --size D=4096
-printf 'kernel one(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i]\n}\nschedule one {\n    bind y.i to block.x\n}\n' >"$out/one.emmy"
+expect 0 'best: y_index_bits=(32|64) y_threads=[0-9]+ ' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=4096 --size D=4096
+expect 0 'using tuned parameters y_index_bits=(32|64) y_threads=[0-9]+ y_vector=[0-9]+ for softmax' -- "$emmy" build examples/softmax.emmy --emit schedule --size N=4096 --size D=4096
+# (its schedule gives the index width, which the policy would leave to tune)
+printf 'kernel one(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i]\n}\nschedule one {\n    bind y.i to block.x\n    index_bits y 32\n}\n' >"$out/one.emmy"
 expect 2 'nothing to tune in .*one.emmy' -- "$emmy" tune "$out/one.emmy" --cost-model --size N=8
 expect 2 'a FILE is required' -- "$emmy" tune --cost-model
 
