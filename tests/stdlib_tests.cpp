@@ -147,12 +147,19 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
     for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
       INFO(selector);
       Lowered lowered = lower(kernel, PipelineOptions{});
-      CHECK(testing::withoutWideTwins(lowered.kernel).size() == 1);
+      // Two launch variants by the head's length: 16 queries by 64 features, 8 by 128 (E > 64), each one
+      // kernel whose blocks take a whole head of up to their features.
+      std::vector<const kernel::Function*> kernels = testing::withoutWideTwins(lowered.kernel);
+      REQUIRE(kernels.size() == 2);
+      CHECK(kernels[0]->name == kernel.instanceName() + "__BQ16_EB64__k0");
+      CHECK(kernels[1]->name == kernel.instanceName() + "__BQ8_EB128__k0");
       CHECK(lowered.loop.temporaries.empty());  // no S x L matrix in global memory
       std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
       INFO(cuda);
+      CHECK(cuda.find("  if ((E <= (int64_t)64)) {\n") != std::string::npos);
       CHECK(cuda.find("pv__acc[4];") != std::string::npos);  // 4 features per thread, in registers
       CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
+      CHECK(cuda.find(", v_tile, 8192);") != std::string::npos);  // 2 x 32 keys x 128 features
       // Each tile: its maximum, then the factor that rescales what is summed so far, once (in f16 and
       // bf16 by the hardware's exponential); each key: its weight exp(x - max), once, and the sums.
       std::string exp = std::string(selector).find("f32") != std::string::npos ? "expf((" : "emmy_exp_approximate((";
@@ -171,15 +178,19 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       sim::SimulationOptions options;
       options.profile = true;
       sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"), options);
-      KernelRun run = program.run(testing::randomInputs(kernel, {{"B", 1}, {"H", 1}, {"S", 48}, {"L", 80}, {"E", 64}}, 3));
-      INFO(run.failure.value_or(""));
-      REQUIRE(run.profile.has_value());
-      for (const sim::KernelProfile& profile : run.profile->kernels)
-        for (const sim::AccessSite& site : profile.sites) {
+      for (int64_t features : {64, 80}) {  // each variant
+        INFO("E = " << features);
+        KernelRun run = program.run(testing::randomInputs(kernel, {{"B", 1}, {"H", 1}, {"S", 48}, {"L", 80}, {"E", features}}, 3));
+        INFO(run.failure.value_or(""));
+        REQUIRE(run.profile.has_value());
+        REQUIRE(run.profile->kernels.size() == 1);
+        CHECK(run.profile->kernels[0].name == (features <= 64 ? kernels[0] : kernels[1])->name);
+        for (const sim::AccessSite& site : run.profile->kernels[0].sites) {
           if (site.global) continue;
           INFO(site.line << ": " << site.code);
           CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
         }
+      }
     }
   }
 }

@@ -42,17 +42,17 @@ using namespace emmy;
 using namespace emmy::tune;
 
 // examples/matmul.emmy with its kernel's index width given (`index_bits C 32`), so that its param space
-// is its schedule's three params (the default policy would add C_index_bits), copied once per process.
+// is its schedule's three params (the default policy would add C_index_bits), written once per process to
+// the build tree (the same bytes by every process, each write a rename: concurrent tests see a whole file).
 const std::string& matmulFile() {
   static const std::string path = [] {
     std::string whyNot;
     std::optional<std::string> text = readRegularFile(fs::path(EMMY_SOURCE_DIR) / "examples" / "matmul.emmy", 1 << 20, whyNot);
     REQUIRE(text);
     text->insert(text->rfind('}'), "    index_bits C 32\n");
-    fs::path folder = fs::temp_directory_path() / fmt::format("emmy_tune_tests_{}", getpid());
-    fs::create_directories(folder);
-    writeFilesTogether({{folder / "matmul.emmy", *text}});
-    return (folder / "matmul.emmy").string();
+    fs::path file = fs::path(EMMY_TEST_SCRATCH_DIR) / "tune_tests_matmul.emmy";
+    writeFilesTogether({{file, *text}});
+    return file.string();
   }();
   return path;
 }

@@ -108,6 +108,19 @@ bool wrapsOnOverflow(DType dtype, BinaryOp op) {
   return isInteger(dtype) && (op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul);
 }
 
+// Whether binaryText writes `op` as a call of one of the prelude's helpers (emmy_min, emmy_add, ...).
+bool callsHelper(BinaryOp op, DType operands, bool wrapping) {
+  if (wrapping && wrapsOnOverflow(operands, op)) return true;
+  switch (op) {
+    case BinaryOp::Min:
+    case BinaryOp::Max: return true;
+    case BinaryOp::Div:
+    case BinaryOp::Mod:
+    case BinaryOp::Pow: return !isFloat(operands);
+    default: return false;
+  }
+}
+
 // `a OP b` for operands already in `dtype`'s compute type; `wrapping`: integer +, - and * of user values
 // wrap on overflow (index arithmetic, which stays in range, is plain C++).
 std::string binaryText(BinaryOp op, DType operands, const std::string& a, const std::string& b, bool wrapping) {
@@ -278,11 +291,13 @@ private:
         return node.dtype == DType::I8 ? "(int8_t)" + text : text;
       }
     }
-    std::string text = binaryText(node.op, computeType(operands), widen(operands, lhs), widen(operands, rhs), wrapping_);
     // A helper's overloads and template argument need operands of one type: in a body over the index
     // type, a narrow constant there is of that type too (emmy_min(i, 4) has an int64_t and an int).
-    if (sharedWithTwin_ && !wide && text.starts_with("emmy_"))
-      text = binaryText(node.op, computeType(operands), typedConstant(*node.lhs, lhs), typedConstant(*node.rhs, rhs), wrapping_);
+    if (sharedWithTwin_ && !wide && callsHelper(node.op, computeType(operands), wrapping_)) {
+      lhs = typedConstant(*node.lhs, lhs);
+      rhs = typedConstant(*node.rhs, rhs);
+    }
+    std::string text = binaryText(node.op, computeType(operands), widen(operands, lhs), widen(operands, rhs), wrapping_);
     if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
     if (node.dtype == DType::I8 && !(wrapping_ && wrapsOnOverflow(operands, node.op))) return "(int8_t)" + text;
     return narrow(node.dtype, text);

@@ -10066,10 +10066,10 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f16__k0, which the launcher runs where every index fits,
-// int64_t in attention_f16__k0__i64.
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attention_f16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attention_f16__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+static __device__ __forceinline__ void attention_f16__BQ16_EB64__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -10213,13 +10213,171 @@ static __device__ __forceinline__ void attention_f16__k0__body(const __half* q, 
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
-  attention_f16__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__BQ16_EB64__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_f16__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
-// Computes scores, o__m, o__den, o__pv, o (the body of attention_f16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  attention_f16__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_f16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__BQ16_EB64__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_f16__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attention_f16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attention_f16__BQ8_EB128__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__half, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            EMMY_SHARED(float, scores, 264);
+            const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+            const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+            const emmy_index_t scores_3 = (scores_element % 32);
+            const emmy_index_t scores__b = b;
+            const emmy_index_t scores__h = h;
+            const emmy_index_t scores__s = ((so * 8) + scores_2);
+            const emmy_index_t scores__l = ((lo * 32) + scores_3);
+            __syncthreads();
+            if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+              float scores__acc;
+              scores__acc = 0.0f;
+              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+              }
+              scores[((scores_2 * 33) + scores_3)] = scores__acc;
+            }
+            if (((lo + 1) < ((L + 31) / 32))) {
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * 33) + li)] * scale));
+              }
+            }
+            o__rescale = emmy_exp_approximate((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                alignas(16) __half v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__BQ8_EB128__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_f16__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_f16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__BQ8_EB128__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_f16__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -10231,24 +10389,37 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   if (E < 0) return emmy_fail("attention_f16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f16: size L is negative (%lld)", (long long)L);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_f16: kernel attention_f16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attention_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_f16: kernel attention_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_f16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f16: kernel attention_f16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_f16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f16: kernel attention_f16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_f16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f16: kernel attention_f16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_f16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f16: kernel attention_f16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_bf16__k0, which the launcher runs where every index fits,
-// int64_t in attention_bf16__k0__i64.
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_bf16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attention_bf16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attention_bf16__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+static __device__ __forceinline__ void attention_bf16__BQ16_EB64__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -10392,13 +10563,171 @@ static __device__ __forceinline__ void attention_bf16__k0__body(const __nv_bfloa
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
-  attention_bf16__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__BQ16_EB64__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_bf16__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
-// Computes scores, o__m, o__den, o__pv, o (the body of attention_bf16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  attention_bf16__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_bf16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__BQ16_EB64__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_bf16__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_bf16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attention_bf16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attention_bf16__BQ8_EB128__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__nv_bfloat16, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            EMMY_SHARED(float, scores, 264);
+            const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+            const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+            const emmy_index_t scores_3 = (scores_element % 32);
+            const emmy_index_t scores__b = b;
+            const emmy_index_t scores__h = h;
+            const emmy_index_t scores__s = ((so * 8) + scores_2);
+            const emmy_index_t scores__l = ((lo * 32) + scores_3);
+            __syncthreads();
+            if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+              float scores__acc;
+              scores__acc = 0.0f;
+              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+              }
+              scores[((scores_2 * 33) + scores_3)] = scores__acc;
+            }
+            if (((lo + 1) < ((L + 31) / 32))) {
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * 33) + li)] * scale));
+              }
+            }
+            o__rescale = emmy_exp_approximate((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__BQ8_EB128__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_bf16__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_bf16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__BQ8_EB128__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_bf16__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -10410,24 +10739,37 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   if (E < 0) return emmy_fail("attention_bf16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_bf16: size L is negative (%lld)", (long long)L);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_bf16: kernel attention_bf16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attention_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_bf16: kernel attention_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_bf16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_bf16: kernel attention_bf16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_bf16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_bf16: kernel attention_bf16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_bf16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_bf16: kernel attention_bf16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_bf16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_bf16: kernel attention_bf16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f32__k0, which the launcher runs where every index fits,
-// int64_t in attention_f32__k0__i64.
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f32__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attention_f32__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attention_f32__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+static __device__ __forceinline__ void attention_f32__BQ16_EB64__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -10575,13 +10917,171 @@ static __device__ __forceinline__ void attention_f32__k0__body(const float* q, c
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
-  attention_f32__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__BQ16_EB64__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_f32__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
-// Computes scores, o__m, o__den, o__pv, o (the body of attention_f32__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  attention_f32__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_f32__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__BQ16_EB64__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_f32__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o with indices of type emmy_index_t: int32_t in attention_f32__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attention_f32__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attention_f32__BQ8_EB128__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E, emmy_index_t L) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(float, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 4; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 4);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            EMMY_SHARED(float, scores, 264);
+            const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+            const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+            const emmy_index_t scores_3 = (scores_element % 32);
+            const emmy_index_t scores__b = b;
+            const emmy_index_t scores__h = h;
+            const emmy_index_t scores__s = ((so * 8) + scores_2);
+            const emmy_index_t scores__l = ((lo * 32) + scores_3);
+            __syncthreads();
+            if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+              float scores__acc;
+              scores__acc = 0.0f;
+              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
+              }
+              scores[((scores_2 * 33) + scores_3)] = scores__acc;
+            }
+            if (((lo + 1) < ((L + 31) / 32))) {
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 4; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 4);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * 33) + li)] * scale));
+              }
+            }
+            o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = expf(((scores[((si * 33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                alignas(16) float v_tile__lanes[4];
+                emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * v_tile__lanes[er]));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 15) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
+                  }
+                }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__BQ8_EB128__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E, int32_t L) {
+  attention_f32__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E, L);
+}
+
+// Computes scores, o__m, o__den, o__pv, o (the body of attention_f32__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__BQ8_EB128__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+  attention_f32__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E, L);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -10593,24 +11093,37 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   if (E < 0) return emmy_fail("attention_f32: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f32: size L is negative (%lld)", (long long)L);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_f32: kernel attention_f32__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attention_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attention_f32: kernel attention_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_f32__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f32: kernel attention_f32__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_f32__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f32: kernel attention_f32__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + ((double)H * (double)S)) + (double)L) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attention_f32__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E, (int32_t)L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f32: kernel attention_f32__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attention_f32__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attention_f32: kernel attention_f32__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f16__k0, which the launcher runs where every index fits,
-// int64_t in causal_attention_f16__k0__i64.
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_f16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void causal_attention_f16__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+static __device__ __forceinline__ void causal_attention_f16__BQ16_EB64__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -10829,13 +11342,246 @@ static __device__ __forceinline__ void causal_attention_f16__k0__body(const __ha
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
-  causal_attention_f16__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__BQ16_EB64__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_f16__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
 }
 
-// Computes scores, m, den, pv, o (the body of causal_attention_f16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  causal_attention_f16__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+// Computes scores, m, den, pv, o (the body of causal_attention_f16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__BQ16_EB64__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_f16__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_f16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void causal_attention_f16__BQ8_EB128__k0__body(const __half* q, const __half* k, const __half* v, __half* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__half, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_2__trip = 0; v_tile_vector_2__trip < 2; v_tile_vector_2__trip += 1) {
+            const emmy_index_t v_tile_vector_2 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_2__trip * 256));
+            const emmy_index_t v_tile_element_2 = (v_tile_vector_2 * 8);
+            const emmy_index_t v_tile_2_2 = ((v_tile_element_2 / 128) % 32);
+            const emmy_index_t v_tile_3_2 = (v_tile_element_2 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_2 * 128) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * 128) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * 128) + v_tile_3_2)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))); lo += 1) {
+            if ((lo < emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2_1 = ((scores_element_1 / 32) % 8);
+              const emmy_index_t scores_3_1 = (scores_element_1 % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2_1);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3_1);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                }
+                scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
+              }
+              if (((lo + 1) < ((S + 31) / 32))) {
+                for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+                  const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+                  const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+                  const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+                  const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+                  emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2_1) * 128) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2_1)) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2_1) < S)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, (scores[((si * 33) + li)] * scale));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
+                  alignas(16) __half v_tile__lanes[4];
+                  emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+              const emmy_index_t scores_3 = (scores_element % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                }
+                scores[((scores_2 * 33) + scores_3)] = scores__acc;
+              }
+              if (((lo + 1) < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))))) {
+                for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                  const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                  const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                  const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                  const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                  emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < S)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t s = ((so * 8) + si);
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (emmy_index_t)1)) ? (scores[((si * 33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (emmy_index_t)1)) ? o__weight : 0.0f));
+                  if ((l < (s + 1))) {
+                    alignas(16) __half v_tile__lanes[4];
+                    emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (emmy_index_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % 2) * 32) + li) * 128) + ((et * 4) + er))])) : 0.0f));
+                    }
+                  }
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__BQ8_EB128__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_f16__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o (the body of causal_attention_f16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__BQ8_EB128__k0__i64(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_f16__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -10846,24 +11592,37 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   if (S < 0) return emmy_fail("causal_attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f16: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(causal_attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_f16: kernel causal_attention_f16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(causal_attention_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_f16: kernel causal_attention_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_f16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f16: kernel causal_attention_f16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_f16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f16: kernel causal_attention_f16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_f16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f16: kernel causal_attention_f16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_f16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f16: kernel causal_attention_f16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_bf16__k0, which the launcher runs where every index fits,
-// int64_t in causal_attention_bf16__k0__i64.
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_bf16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_bf16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void causal_attention_bf16__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+static __device__ __forceinline__ void causal_attention_bf16__BQ16_EB64__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -11082,13 +11841,246 @@ static __device__ __forceinline__ void causal_attention_bf16__k0__body(const __n
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
-  causal_attention_bf16__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__BQ16_EB64__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_bf16__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
 }
 
-// Computes scores, m, den, pv, o (the body of causal_attention_bf16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  causal_attention_bf16__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+// Computes scores, m, den, pv, o (the body of causal_attention_bf16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__BQ16_EB64__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_bf16__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_bf16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_bf16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void causal_attention_bf16__BQ8_EB128__k0__body(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__nv_bfloat16, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_2__trip = 0; v_tile_vector_2__trip < 2; v_tile_vector_2__trip += 1) {
+            const emmy_index_t v_tile_vector_2 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_2__trip * 256));
+            const emmy_index_t v_tile_element_2 = (v_tile_vector_2 * 8);
+            const emmy_index_t v_tile_2_2 = ((v_tile_element_2 / 128) % 32);
+            const emmy_index_t v_tile_3_2 = (v_tile_element_2 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_2 * 128) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * 128) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * 128) + v_tile_3_2)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))); lo += 1) {
+            if ((lo < emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2_1 = ((scores_element_1 / 32) % 8);
+              const emmy_index_t scores_3_1 = (scores_element_1 % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2_1);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3_1);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                }
+                scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
+              }
+              if (((lo + 1) < ((S + 31) / 32))) {
+                for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+                  const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+                  const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+                  const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+                  const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+                  emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2_1) * 128) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2_1)) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2_1) < S)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, (scores[((si * 33) + li)] * scale));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
+                  alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                  emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+              const emmy_index_t scores_3 = (scores_element % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                }
+                scores[((scores_2 * 33) + scores_3)] = scores__acc;
+              }
+              if (((lo + 1) < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))))) {
+                for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                  const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                  const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                  const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                  const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                  emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < S)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t s = ((so * 8) + si);
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (emmy_index_t)1)) ? (scores[((si * 33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (emmy_index_t)1)) ? o__weight : 0.0f));
+                  if ((l < (s + 1))) {
+                    alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                    emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (emmy_index_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % 2) * 32) + li) * 128) + ((et * 4) + er))])) : 0.0f));
+                    }
+                  }
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__BQ8_EB128__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_bf16__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o (the body of causal_attention_bf16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__BQ8_EB128__k0__i64(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_bf16__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -11099,24 +12091,37 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   if (S < 0) return emmy_fail("causal_attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_bf16: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(causal_attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(causal_attention_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_bf16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_bf16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_bf16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_bf16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f32__k0, which the launcher runs where every index fits,
-// int64_t in causal_attention_f32__k0__i64.
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f32__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_f32__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void causal_attention_f32__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+static __device__ __forceinline__ void causal_attention_f32__BQ16_EB64__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -11341,13 +12346,246 @@ static __device__ __forceinline__ void causal_attention_f32__k0__body(const floa
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
-  causal_attention_f32__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__BQ16_EB64__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_f32__BQ16_EB64__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
 }
 
-// Computes scores, m, den, pv, o (the body of causal_attention_f32__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  causal_attention_f32__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+// Computes scores, m, den, pv, o (the body of causal_attention_f32__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__BQ16_EB64__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_f32__BQ16_EB64__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o with indices of type emmy_index_t: int32_t in causal_attention_f32__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in causal_attention_f32__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void causal_attention_f32__BQ8_EB128__k0__body(const float* q, const float* k, const float* v, float* o, float scale, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(float, v_tile, 8192);
+          __syncthreads();
+          for (emmy_index_t v_tile_vector_2__trip = 0; v_tile_vector_2__trip < 4; v_tile_vector_2__trip += 1) {
+            const emmy_index_t v_tile_vector_2 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_2__trip * 256));
+            const emmy_index_t v_tile_element_2 = (v_tile_vector_2 * 4);
+            const emmy_index_t v_tile_2_2 = ((v_tile_element_2 / 128) % 32);
+            const emmy_index_t v_tile_3_2 = (v_tile_element_2 % 128);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_2 * 128) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * 128) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * 128) + v_tile_3_2)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))); lo += 1) {
+            if ((lo < emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2_1 = ((scores_element_1 / 32) % 8);
+              const emmy_index_t scores_3_1 = (scores_element_1 % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2_1);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3_1);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                }
+                scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
+              }
+              if (((lo + 1) < ((S + 31) / 32))) {
+                for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 4; v_tile_vector_1__trip += 1) {
+                  const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+                  const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 4);
+                  const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+                  const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+                  emmy_copy_async_lanes<4>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2_1) * 128) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2_1)) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2_1) < S)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, (scores[((si * 33) + li)] * scale));
+                }
+              }
+              o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = expf(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
+                  alignas(16) float v_tile__lanes[4];
+                  emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))), emmy_max((emmy_index_t)0, ((0 - (0 - ((so * 8) + 1))) / 32))))) {
+              EMMY_SHARED(float, scores, 264);
+              const emmy_index_t scores_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t scores_2 = ((scores_element / 32) % 8);
+              const emmy_index_t scores_3 = (scores_element % 32);
+              const emmy_index_t scores__b = b;
+              const emmy_index_t scores__h = h;
+              const emmy_index_t scores__i = ((so * 8) + scores_2);
+              const emmy_index_t scores__j = ((lo * 32) + scores_3);
+              __syncthreads();
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
+                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
+                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                }
+                scores[((scores_2 * 33) + scores_3)] = scores__acc;
+              }
+              if (((lo + 1) < emmy_min(((S + 31) / 32), emmy_max((emmy_index_t)0, ((38 - (0 - ((so * 8) + 1))) / 32))))) {
+                for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 4; v_tile_vector__trip += 1) {
+                  const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                  const emmy_index_t v_tile_element = (v_tile_vector * 4);
+                  const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                  const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                  emmy_copy_async_lanes<4>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < S)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+                }
+              }
+              emmy_wait_for_copies<1>();
+              const emmy_index_t si = (emmy_index_t)threadIdx.y;
+              const emmy_index_t s = ((so * 8) + si);
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (emmy_index_t)1)) ? (scores[((si * 33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (emmy_index_t er = 0; er < 4; er += 1) {
+                const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (emmy_index_t li = 0; li < 32; li += 1) {
+                const emmy_index_t l = ((lo * 32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = expf(((scores[((si * 33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (emmy_index_t)1)) ? o__weight : 0.0f));
+                  if ((l < (s + 1))) {
+                    alignas(16) float v_tile__lanes[4];
+                    emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t er = 0; er < 4; er += 1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (emmy_index_t)1)) ? (o__weight * v_tile[(((((lo % 2) * 32) + li) * 128) + ((et * 4) + er))]) : 0.0f));
+                    }
+                  }
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 15) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__BQ8_EB128__k0(const float* q, const float* k, const float* v, float* o, float scale, int32_t B, int32_t H, int32_t S, int32_t E) {
+  causal_attention_f32__BQ8_EB128__k0__body<int32_t>(q, k, v, o, scale, B, H, S, E);
+}
+
+// Computes scores, m, den, pv, o (the body of causal_attention_f32__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__BQ8_EB128__k0__i64(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+  causal_attention_f32__BQ8_EB128__k0__body<int64_t>(q, k, v, o, scale, B, H, S, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -11358,24 +12596,37 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   if (S < 0) return emmy_fail("causal_attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f32: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(causal_attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_f32: kernel causal_attention_f32__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(causal_attention_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("causal_attention_f32: kernel causal_attention_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if ((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_f32__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f32: kernel causal_attention_f32__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_f32__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f32: kernel causal_attention_f32__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if ((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(causal_attention_f32__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f32: kernel causal_attention_f32__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(causal_attention_f32__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, q, k, v, o, scale, B, H, S, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("causal_attention_f32: kernel causal_attention_f32__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f16__k0, which the launcher runs where every index fits,
-// int64_t in attend_f16__k0__i64.
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attend_f16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attend_f16__k0__body(const float* logits, const __half* v, __half* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+static __device__ __forceinline__ void attend_f16__BQ16_EB64__k0__body(const float* logits, const __half* v, __half* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -11514,13 +12765,164 @@ static __device__ __forceinline__ void attend_f16__k0__body(const float* logits,
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float* logits, const __half* v, __half* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
-  attend_f16__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__BQ16_EB64__k0(const float* logits, const __half* v, __half* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_f16__BQ16_EB64__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
 }
 
-// Computes m, den, pv, o (the body of attend_f16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0__i64(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
-  attend_f16__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+// Computes m, den, pv, o (the body of attend_f16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__BQ16_EB64__k0__i64(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_f16__BQ16_EB64__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attend_f16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attend_f16__BQ8_EB128__k0__body(const float* logits, const __half* v, __half* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__half, v_tile, 8192);
+          EMMY_SHARED(float, logits_tile, 528);
+          const emmy_index_t logits_tile_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+          const emmy_index_t logits_tile_2_1 = ((logits_tile_element_1 / 32) % 8);
+          const emmy_index_t logits_tile_3_1 = (logits_tile_element_1 % 32);
+          __syncthreads();
+          emmy_copy_async(logits_tile, ((logits_tile_2_1 * 33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            if (((lo + 1) < ((L + 31) / 32))) {
+              const emmy_index_t logits_tile_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t logits_tile_2 = ((logits_tile_element / 32) % 8);
+              const emmy_index_t logits_tile_3 = (logits_tile_element % 32);
+              __syncthreads();
+              emmy_copy_async(logits_tile, ((((((lo + 1) % 2) * 8) + logits_tile_2) * 33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2)) * L) + (((lo + 1) * 32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2) < S)) && ((((lo + 1) * 32) + logits_tile_3) < L)));
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % 2) * 8) + si) * 33) + li)]);
+              }
+            }
+            o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate((logits_tile[(((((lo % 2) * 8) + si) * 33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                alignas(16) __half v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__BQ8_EB128__k0(const float* logits, const __half* v, __half* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_f16__BQ8_EB128__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o (the body of attend_f16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__BQ8_EB128__k0__i64(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_f16__BQ8_EB128__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -11532,24 +12934,37 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
   if (L < 0) return emmy_fail("attend_f16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f16: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attend_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_f16: kernel attend_f16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attend_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_f16: kernel attend_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_f16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f16: kernel attend_f16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_f16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f16: kernel attend_f16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if (((((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (15.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_f16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f16: kernel attend_f16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_f16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f16: kernel attend_f16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_bf16__k0, which the launcher runs where every index fits,
-// int64_t in attend_bf16__k0__i64.
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_bf16__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attend_bf16__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attend_bf16__k0__body(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+static __device__ __forceinline__ void attend_bf16__BQ16_EB64__k0__body(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -11688,13 +13103,164 @@ static __device__ __forceinline__ void attend_bf16__k0__body(const float* logits
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
-  attend_bf16__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__BQ16_EB64__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_bf16__BQ16_EB64__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
 }
 
-// Computes m, den, pv, o (the body of attend_bf16__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0__i64(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
-  attend_bf16__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+// Computes m, den, pv, o (the body of attend_bf16__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__BQ16_EB64__k0__i64(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_bf16__BQ16_EB64__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_bf16__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attend_bf16__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attend_bf16__BQ8_EB128__k0__body(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(__nv_bfloat16, v_tile, 8192);
+          EMMY_SHARED(float, logits_tile, 528);
+          const emmy_index_t logits_tile_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+          const emmy_index_t logits_tile_2_1 = ((logits_tile_element_1 / 32) % 8);
+          const emmy_index_t logits_tile_3_1 = (logits_tile_element_1 % 32);
+          __syncthreads();
+          emmy_copy_async(logits_tile, ((logits_tile_2_1 * 33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 2; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 8);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            if (((lo + 1) < ((L + 31) / 32))) {
+              const emmy_index_t logits_tile_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t logits_tile_2 = ((logits_tile_element / 32) % 8);
+              const emmy_index_t logits_tile_3 = (logits_tile_element % 32);
+              __syncthreads();
+              emmy_copy_async(logits_tile, ((((((lo + 1) % 2) * 8) + logits_tile_2) * 33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2)) * L) + (((lo + 1) * 32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2) < S)) && ((((lo + 1) * 32) + logits_tile_3) < L)));
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 2; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 8);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % 2) * 8) + si) * 33) + li)]);
+              }
+            }
+            o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate((logits_tile[(((((lo % 2) * 8) + si) * 33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 7) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__BQ8_EB128__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_bf16__BQ8_EB128__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o (the body of attend_bf16__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__BQ8_EB128__k0__i64(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_bf16__BQ8_EB128__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -11706,24 +13272,37 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
   if (L < 0) return emmy_fail("attend_bf16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_bf16: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attend_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_bf16: kernel attend_bf16__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attend_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_bf16: kernel attend_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_bf16__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_bf16: kernel attend_bf16__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_bf16__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_bf16: kernel attend_bf16__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if (((((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (15.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_bf16__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_bf16: kernel attend_bf16__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_bf16__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_bf16: kernel attend_bf16__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f32__k0, which the launcher runs where every index fits,
-// int64_t in attend_f32__k0__i64.
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f32__BQ16_EB64__k0, which the launcher runs where every index fits,
+// int64_t in attend_f32__BQ16_EB64__k0__i64.
 template <typename emmy_index_t>
-static __device__ __forceinline__ void attend_f32__k0__body(const float* logits, const float* v, float* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+static __device__ __forceinline__ void attend_f32__BQ16_EB64__k0__body(const float* logits, const float* v, float* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
   for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
     for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
       for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 15) / 16); so += (emmy_index_t)gridDim.x) {
@@ -11866,13 +13445,164 @@ static __device__ __forceinline__ void attend_f32__k0__body(const float* logits,
     }
   }
 }
-extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float* logits, const float* v, float* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
-  attend_f32__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__BQ16_EB64__k0(const float* logits, const float* v, float* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_f32__BQ16_EB64__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
 }
 
-// Computes m, den, pv, o (the body of attend_f32__k0 with 64-bit indices).
-extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0__i64(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
-  attend_f32__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+// Computes m, den, pv, o (the body of attend_f32__BQ16_EB64__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__BQ16_EB64__k0__i64(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_f32__BQ16_EB64__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o with indices of type emmy_index_t: int32_t in attend_f32__BQ8_EB128__k0, which the launcher runs where every index fits,
+// int64_t in attend_f32__BQ8_EB128__k0__i64.
+template <typename emmy_index_t>
+static __device__ __forceinline__ void attend_f32__BQ8_EB128__k0__body(const float* logits, const float* v, float* o, emmy_index_t B, emmy_index_t H, emmy_index_t S, emmy_index_t L, emmy_index_t E) {
+  for (emmy_index_t b = (emmy_index_t)blockIdx.z; b < B; b += (emmy_index_t)gridDim.z) {
+    for (emmy_index_t h = (emmy_index_t)blockIdx.y; h < H; h += (emmy_index_t)gridDim.y) {
+      for (emmy_index_t so = (emmy_index_t)blockIdx.x; so < ((S + 7) / 8); so += (emmy_index_t)gridDim.x) {
+        for (emmy_index_t eo = 0; eo < ((E + 127) / 128); eo += 1) {
+          EMMY_SHARED(float, v_tile, 8192);
+          EMMY_SHARED(float, logits_tile, 528);
+          const emmy_index_t logits_tile_element_1 = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+          const emmy_index_t logits_tile_2_1 = ((logits_tile_element_1 / 32) % 8);
+          const emmy_index_t logits_tile_3_1 = (logits_tile_element_1 % 32);
+          __syncthreads();
+          emmy_copy_async(logits_tile, ((logits_tile_2_1 * 33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
+          for (emmy_index_t v_tile_vector_1__trip = 0; v_tile_vector_1__trip < 4; v_tile_vector_1__trip += 1) {
+            const emmy_index_t v_tile_vector_1 = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector_1__trip * 256));
+            const emmy_index_t v_tile_element_1 = (v_tile_vector_1 * 4);
+            const emmy_index_t v_tile_2_1 = ((v_tile_element_1 / 128) % 32);
+            const emmy_index_t v_tile_3_1 = (v_tile_element_1 % 128);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * 128) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * 128) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * 128) + v_tile_3_1)) : (emmy_index_t)0);
+          }
+          emmy_wait_for_copies<1>();
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
+          const emmy_index_t si = (emmy_index_t)threadIdx.y;
+          const emmy_index_t s = ((so * 8) + si);
+          if ((s < S)) {
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = 0.0f;
+              }
+            }
+          }
+          for (emmy_index_t lo = 0; lo < ((L + 31) / 32); lo += 1) {
+            if (((lo + 1) < ((L + 31) / 32))) {
+              const emmy_index_t logits_tile_element = ((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z))));
+              const emmy_index_t logits_tile_2 = ((logits_tile_element / 32) % 8);
+              const emmy_index_t logits_tile_3 = (logits_tile_element % 32);
+              __syncthreads();
+              emmy_copy_async(logits_tile, ((((((lo + 1) % 2) * 8) + logits_tile_2) * 33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * 8) + logits_tile_2)) * L) + (((lo + 1) * 32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * 8) + logits_tile_2) < S)) && ((((lo + 1) * 32) + logits_tile_3) < L)));
+              for (emmy_index_t v_tile_vector__trip = 0; v_tile_vector__trip < 4; v_tile_vector__trip += 1) {
+                const emmy_index_t v_tile_vector = (((emmy_index_t)threadIdx.x + (32 * ((emmy_index_t)threadIdx.y + (8 * (emmy_index_t)threadIdx.z)))) + (v_tile_vector__trip * 256));
+                const emmy_index_t v_tile_element = (v_tile_vector * 4);
+                const emmy_index_t v_tile_2 = ((v_tile_element / 128) % 32);
+                const emmy_index_t v_tile_3 = (v_tile_element % 128);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + 1) % 2) * 32) + v_tile_2) * 128) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + 1) * 32) + v_tile_2)) * E) + ((eo * 128) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + 1) * 32) + v_tile_2) < L)) ? (E - ((eo * 128) + v_tile_3)) : (emmy_index_t)0);
+              }
+            }
+            emmy_wait_for_copies<1>();
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t et = (emmy_index_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
+            __syncthreads();
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % 2) * 8) + si) * 33) + li)]);
+              }
+            }
+            o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (emmy_index_t er = 0; er < 4; er += 1) {
+              const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (emmy_index_t li = 0; li < 32; li += 1) {
+              const emmy_index_t l = ((lo * 32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = expf((logits_tile[(((((lo % 2) * 8) + si) * 33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                alignas(16) float v_tile__lanes[4];
+                emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % 2) * 32) + li) * 128) + (et * 4)));
+                #pragma unroll
+                for (emmy_index_t er = 0; er < 4; er += 1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
+                }
+              }
+            }
+          }
+          {
+            const emmy_index_t si = (emmy_index_t)threadIdx.y;
+            const emmy_index_t s = ((so * 8) + si);
+            if ((s < S)) {
+              const emmy_index_t et = (emmy_index_t)threadIdx.x;
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) & 15) == 0 && (((eo * 128) + ((et * 4) + 3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
+                  }
+                }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * 128) + (et * 4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
+              } else {
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t er = 0; er < 4; er += 1) {
+                    const emmy_index_t e = ((eo * 128) + ((et * 4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__BQ8_EB128__k0(const float* logits, const float* v, float* o, int32_t B, int32_t H, int32_t S, int32_t L, int32_t E) {
+  attend_f32__BQ8_EB128__k0__body<int32_t>(logits, v, o, B, H, S, L, E);
+}
+
+// Computes m, den, pv, o (the body of attend_f32__BQ8_EB128__k0 with 64-bit indices).
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__BQ8_EB128__k0__i64(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+  attend_f32__BQ8_EB128__k0__body<int64_t>(logits, v, o, B, H, S, L, E);
 }
 
 #endif  // EMMY_HOST_ONLY
@@ -11884,14 +13614,27 @@ extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t
   if (L < 0) return emmy_fail("attend_f32: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f32: size E is negative (%lld)", (long long)E);
   if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
-  if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
-    EMMY_LAUNCH(attend_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_f32: kernel attend_f32__k0 failed: %s", cudaGetErrorString(error));
-  } else {
-    EMMY_LAUNCH(attend_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("attend_f32: kernel attend_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  if ((E <= (int64_t)64)) {
+    if (((((((((((((((((((((65535.9375 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (31.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_f32__BQ16_EB64__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f32: kernel attend_f32__BQ16_EB64__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_f32__BQ16_EB64__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f32: kernel attend_f32__BQ16_EB64__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
+  }
+  if ((E >= (int64_t)65)) {
+    if (((((((((((((((((((((65535.875 + (double)B) + ((((double)B * (double)E) * (double)H) * (double)L)) + ((((double)B * (double)E) * (double)H) * (double)S)) + ((double)B * (double)H)) + (((double)B * (double)H) * (double)L)) + ((((double)B * (double)H) * (double)L) * (double)S)) + (((double)B * (double)H) * (double)S)) + (95.0 * (double)E)) + (((double)E * (double)H) * (double)L)) + (((double)E * (double)H) * (double)S)) + ((double)E * (double)L)) + ((double)E * (double)S)) + (double)H) + ((double)H * (double)L)) + (((double)H * (double)L) * (double)S)) + ((double)H * (double)S)) + (15.0 * (double)L)) + ((double)L * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(attend_f32__BQ8_EB128__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, (int32_t)B, (int32_t)H, (int32_t)S, (int32_t)L, (int32_t)E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f32: kernel attend_f32__BQ8_EB128__k0 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(attend_f32__BQ8_EB128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, logits, v, o, B, H, S, L, E);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("attend_f32: kernel attend_f32__BQ8_EB128__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
