@@ -490,8 +490,9 @@ public:
           shares_.pop_back();
         }
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
-        copiedBytes += access(node.source, node.sourceIndex.get());
-        access(node.buffer, node.index.get());
+        int bytes = node.lanes * dtypeBytes(node.dtype);
+        copiedBytes += access(node.source, node.sourceIndex.get(), bytes);
+        access(node.buffer, node.index.get(), bytes);
       } else if constexpr (std::is_same_v<Node, kernel::LoadMatrix>) {
         reads(*node.element);
         access(node.buffer, node.element.get(), 16);  // each lane's row of 8 16-bit elements
@@ -511,11 +512,14 @@ public:
     });
   }
 
-  double globalBytes = 0, sharedBytes = 0, barriers = 0;
-  // Of globalBytes, those of loads a thread waits for, whose pace the loads in flight set, and those of
-  // asynchronous copies, which stay in flight while the thread goes on.
+  double barriers = 0;
+  // Of the global bytes a thread moves, those of loads it waits for, whose pace the loads in flight set,
+  // and those of asynchronous copies, which stay in flight while the thread goes on.
   double synchronousLoadBytes = 0, copiedBytes = 0;
   double memoryInstructions = 0;  // global and shared loads and stores
+  // Per warp: each global access's 32-byte sectors times its trips, and the sectors its lanes' bytes would
+  // take side by side (the ideal): a warp whose lanes read rows far apart moves a sector a lane.
+  double globalSectors = 0, idealGlobalSectors = 0, globalRequests = 0;
   double sharedWavefronts = 0;    // per warp: each shared access's wavefronts (1 + bank conflicts) times its trips
 
 private:
@@ -613,13 +617,17 @@ private:
   double access(const std::string& buffer, const Expr* index, int bytes = 0) {
     double moved = 0;
     if (auto global = global_.find(buffer); global != global_.end()) {
-      moved = times(index) * (bytes ? bytes : dtypeBytes(global->second));
-      globalBytes += moved;
+      int elementBytes = dtypeBytes(global->second), width = bytes ? bytes : elementBytes;
+      moved = times(index) * width;
       memoryInstructions += times(index);
+      auto [sectors, ideal] = warpSectors(index, elementBytes, width);
+      globalSectors += times(index) * sectors;
+      // Requests as docs/profile.md counts them: a part of a warp's access of 128 bytes at most.
+      globalRequests += times(index) * std::ceil(warpLanes() * width / 128.0);
+      idealGlobalSectors += times(index) * ideal;
     }
     if (auto shared = shared_.find(buffer); shared != shared_.end()) {
       int elementBytes = dtypeBytes(shared->second);
-      sharedBytes += times(index) * (bytes ? bytes : elementBytes);
       memoryInstructions += times(index);
       sharedWavefronts += times(index) * wavefronts(index, elementBytes, bytes ? bytes : elementBytes);
     }
@@ -632,15 +640,13 @@ private:
   // on different words of one bank take a pass each). 1 when an index cannot be evaluated.
   double wavefronts(const Expr* index, int elementBytes, int bytes) const {
     if (!index) return 1;
-    int lanes = std::min(32, blockThreads_[0] * blockThreads_[1] * blockThreads_[2]);
+    int lanes = warpLanes();
     int phaseLanes = bytes <= 4 ? 32 : bytes <= 8 ? 16 : 8;
     double total = 0;
     for (int phase = 0; phase * phaseLanes < lanes; ++phase) {
       std::map<int64_t, std::set<int64_t>> wordsPerBank;
       for (int lane = phase * phaseLanes; lane < std::min(lanes, (phase + 1) * phaseLanes); ++lane) {
-        std::map<std::string, int64_t> thread = {{"threadIdx.x", lane % blockThreads_[0]},
-                                                 {"threadIdx.y", lane / blockThreads_[0] % blockThreads_[1]},
-                                                 {"threadIdx.z", lane / (blockThreads_[0] * blockThreads_[1])}};
+        std::map<std::string, int64_t> thread = threadOfLane(lane);
         std::optional<int64_t> element = evaluate(*index, &thread);
         if (!element) return 1;
         for (int64_t word = *element * elementBytes / 4; word <= (*element * elementBytes + bytes - 1) / 4; ++word)
@@ -652,6 +658,37 @@ private:
     }
     return total;
   }
+
+  // The 32-byte sectors of a warp's access of `bytes` a lane to a global array at `index`, for the first warp
+  // of the block at the first trip of every loop (as wavefronts), and the ideal: its lanes' bytes side by
+  // side. An index that cannot be evaluated is taken as ideal; an access without one is the same address
+  // for every lane.
+  std::pair<double, double> warpSectors(const Expr* index, int elementBytes, int bytes) const {
+    int lanes = warpLanes();
+    double ideal = std::ceil(lanes * bytes / 32.0);
+    if (!index) return {std::ceil(bytes / 32.0), std::ceil(bytes / 32.0)};
+    std::set<int64_t> sectors;
+    for (int lane = 0; lane < lanes; ++lane) {
+      std::map<std::string, int64_t> thread = threadOfLane(lane);
+      std::optional<int64_t> element = evaluate(*index, &thread);
+      if (!element) return {ideal, ideal};
+      int64_t first = *element * elementBytes;
+      for (int64_t sector = floorDivide(first, 32); sector <= floorDivide(first + bytes - 1, 32); ++sector) sectors.insert(sector);
+    }
+    return {static_cast<double>(sectors.size()), std::min(ideal, static_cast<double>(sectors.size()))};
+  }
+
+  // The lanes of the block's first warp (all of a block smaller than a warp).
+  int warpLanes() const { return std::min(32, blockThreads_[0] * blockThreads_[1] * blockThreads_[2]); }
+
+  // The thread indices of lane `lane` of the block's first warp.
+  std::map<std::string, int64_t> threadOfLane(int lane) const {
+    return {{"threadIdx.x", lane % blockThreads_[0]},
+            {"threadIdx.y", lane / blockThreads_[0] % blockThreads_[1]},
+            {"threadIdx.z", lane / (blockThreads_[0] * blockThreads_[1])}};
+  }
+
+  static int64_t floorDivide(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
   void reads(const Expr& e) {
     tensor::forEachNode(e, [&](const Expr& node) {
@@ -733,6 +770,7 @@ struct KernelTime {
 // The terms of a CUDA kernel's time at `sizes`, each the time its work takes on the whole machine.
 struct KernelTerms {
   double memory = 0, l2 = 0, shared = 0, issue = 0, arithmetic = 0;
+  double sectorsPerRequest = 0, idealSectorsPerRequest = 0;  // of a warp's global accesses (l2's sectors)
   // The memory time at the bandwidth the loads kept in flight reach (memory where they reach all of it).
   double memoryInFlight = 0;
   double bytesInFlightPerSm = 0;  // 0: not limited (asynchronous copies, or no global loads)
@@ -748,7 +786,6 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
                         const KernelResources& resources, const std::string& arch, const std::map<std::string, int64_t>& sizes) {
   double blocks = 1;
   for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
-  double threads = blocks * function.threadsPerBlock();
   double warps = blocks * std::ceil(function.threadsPerBlock() / 32.0);
   AccessCounter counter(function, lowered, sizes, launchSharedBytesAt(function, resources, arch, sizes));
   counter.count(*function.body);
@@ -757,7 +794,9 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   terms.tensorCores = mix && mix->usesTensorCores();
   double flops = functionWork(function, lowered, sizes).flops;
   terms.memory = bytesMoved(function, lowered, sizes) / kBandwidth;
-  terms.l2 = counter.globalBytes * threads / kL2Bandwidth;
+  terms.l2 = counter.globalSectors * 32 * warps / kL2Bandwidth;
+  terms.sectorsPerRequest = counter.globalRequests > 0 ? counter.globalSectors / counter.globalRequests : 0;
+  terms.idealSectorsPerRequest = counter.globalRequests > 0 ? counter.idealGlobalSectors / counter.globalRequests : 0;
   terms.shared = counter.sharedWavefronts * warps / (kMultiprocessorCount * kClock);
   terms.issue = mix ? mix->cyclesPerMemoryInstruction() * counter.memoryInstructions * warps / (kMultiprocessorCount * kClock) : 0;
   terms.arithmetic = flops / (terms.tensorCores ? kTensorPeakFlops : kPeakFlops);
@@ -842,9 +881,14 @@ std::string mixLines(const kernel::Function& function, const Lowered& lowered, c
   if (mix.loops.empty()) text += fmt::format("\n  no loop; the whole kernel: {}", describeLoop(mix.whole));
   if (sizes) {
     KernelTerms terms = kernelTerms(function, lowered, &mix, resources, arch, *sizes);
-    text += fmt::format("\n  issue time {} against memory time {}, shared-memory wavefronts {}, arithmetic {} ({})",
-                        duration(terms.issue), duration(terms.memory), duration(terms.shared), duration(terms.arithmetic),
-                        terms.issue > terms.memory ? "issue-bound: instructions, not bytes, limit it" : "issue below memory");
+    text += fmt::format("\n  issue time {} against memory time {}, L2 traffic {} ({:.2f} sectors per request, ideal {:.2f}), "
+                        "shared-memory wavefronts {}, arithmetic {} ({})",
+                        duration(terms.issue), duration(terms.memory), duration(terms.l2), terms.sectorsPerRequest,
+                        terms.idealSectorsPerRequest, duration(terms.shared), duration(terms.arithmetic),
+                        terms.l2 > std::max({terms.issue, terms.memory, terms.shared, terms.arithmetic})
+                            ? "L2-bound: the sectors its warps touch, not the least bytes, limit it"
+                        : terms.issue > terms.memory ? "issue-bound: instructions, not bytes, limit it"
+                                                     : "issue below memory");
     if (std::optional<KernelMix::InFlight> inFlight = mix.loadBytesInFlight())
       text += fmt::format("\n  global loads in flight: {:g} bytes a thread ({}), {} per SM of the {} the bandwidth needs "
                           "(Little's law at {:.0f} ns): memory time {}{}",

@@ -360,6 +360,35 @@ TEST_CASE("the loads in flight pace only the loads a thread waits for, on the pa
   CHECK(loaded.find("asynchronous copies)") == std::string::npos);
 }
 
+TEST_CASE("the L2 term counts the sectors a warp's lanes touch: attention's reads of k, a row a lane, move a sector each",
+          "[stats]") {
+  const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
+  auto sectors = [](const std::string& report) {
+    std::smatch match;
+    REQUIRE(std::regex_search(report, match, std::regex(R"(\(([0-9.]+) sectors per request, ideal ([0-9.]+)\))")));
+    return std::pair<double, double>{std::stod(match[1]), std::stod(match[2])};
+  };
+  // Rows of 4096 f32, 16 bytes a lane: 4 requests of 128 bytes a warp (docs/profile.md), 4 sectors each.
+  std::string softmax = reportOfFile(nn, {{"N", 16384}, {"D", 4096}}, "softmax_f32").at(1);
+  INFO(softmax);
+  CHECK(sectors(softmax) == std::pair<double, double>{4, 4});
+  // Rows of 65536 f16 copied asynchronously, 16 bytes a lane (counted as one element before): x read once
+  // and y written once, so L2 moves the least traffic.
+  std::string copied = reportOfFile(nn, {{"N", 2048}, {"D", 65536}}, "softmax_f16").at(2);
+  INFO(copied);
+  CHECK(microsecondsOf(copied, "L2 traffic") > 0.95 * microsecondsOf(copied, "memory time") * 4.8 / 10);
+  CHECK(sectors(copied).first == sectors(copied).second);
+  // Attention's scores read q (one address a warp: a sector) and k (32 rows: 32 sectors) per feature.
+  std::string attention = reportOfFile(nn, {{"B", 2}, {"H", 4}, {"S", 2048}, {"L", 2048}, {"E", 64}}, "attention_f16").at(0);
+  INFO(attention);
+  CHECK(sectors(attention).first > 16);
+  CHECK(sectors(attention).first < 17);
+  CHECK(sectors(attention).second < 4);
+  CHECK(microsecondsOf(attention, "L2 traffic") > 3 * microsecondsOf(attention, "issue time"));
+  CHECK(attention.find("(L2-bound: the sectors its warps touch, not the least bytes, limit it)") != std::string::npos);
+  CHECK(softmax.find("L2-bound") == std::string::npos);
+}
+
 TEST_CASE("causal attention visits about half the keys of attention, which the static model and the flops see", "[stats]") {
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   // The loop over a block's tiles of keys ends after its last query's (ir/tile/nest_scheduler.h,
