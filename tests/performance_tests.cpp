@@ -360,7 +360,7 @@ TEST_CASE("the loads in flight pace only the loads a thread waits for, on the pa
   CHECK(loaded.find("asynchronous copies)") == std::string::npos);
 }
 
-TEST_CASE("the L2 term counts the sectors a warp's lanes touch: attention's reads of k, a row a lane, move a sector each",
+TEST_CASE("the L2 term counts the sectors a warp's lanes touch: attention's reads of k, a row a lane, move a sector a lane",
           "[stats]") {
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   auto sectors = [](const std::string& report) {
@@ -378,13 +378,13 @@ TEST_CASE("the L2 term counts the sectors a warp's lanes touch: attention's read
   INFO(copied);
   CHECK(microsecondsOf(copied, "L2 traffic") > 0.95 * microsecondsOf(copied, "memory time") * 4.8 / 10);
   CHECK(sectors(copied).first == sectors(copied).second);
-  // Attention's scores read q (one address a warp: a sector) and k (32 rows: 32 sectors) per feature.
+  // Attention's scores read q (one address a warp: a sector) and k (a row a lane: 32 sectors for 32 x 16
+  // bytes, 4 requests) 8 features at a time: about twice the ideal, and more than anything else moves.
   std::string attention = reportOfFile(nn, {{"B", 2}, {"H", 4}, {"S", 2048}, {"L", 2048}, {"E", 64}}, "attention_f16").at(0);
   INFO(attention);
-  CHECK(sectors(attention).first > 16);
-  CHECK(sectors(attention).first < 17);
-  CHECK(sectors(attention).second < 4);
-  CHECK(microsecondsOf(attention, "L2 traffic") > 3 * microsecondsOf(attention, "issue time"));
+  CHECK(sectors(attention).first > 4);
+  CHECK(sectors(attention).first > 1.8 * sectors(attention).second);
+  CHECK(microsecondsOf(attention, "L2 traffic") > microsecondsOf(attention, "issue time"));
   CHECK(attention.find("(L2-bound: the sectors its warps touch, not the least bytes, limit it)") != std::string::npos);
   CHECK(softmax.find("L2-bound") == std::string::npos);
 }

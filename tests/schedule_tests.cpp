@@ -757,6 +757,52 @@ TEST_CASE("an online softmax over tiles of keys moves its maximum once per tile 
   }
 }
 
+TEST_CASE("a stage computed into a copy element by element takes its reduction loops' schedule: split, vectorized reads, "
+          "unrolled", "[schedule]") {
+  const std::string kernel = R"(
+kernel att(q: T[S, E], k: T[L, E], v: T[L, E]) -> (o: T[S, E]) {
+    scores[i, j] = sum[e](f32(q[i, e]) * f32(k[j, e]))
+    m[s]     = max[l](scores[s, l] * 0.125)
+    p[s, l]  = exp(scores[s, l] * 0.125 - m[s])
+    den[s]   = sum[l](p[s, l])
+    pv[s, e] = sum[l](p[s, l] * f32(v[l, e]))
+    o[s, e]  = T(pv[s, e] / den[s])
+}
+schedule att {
+    split o.s by 16 -> (so, si)
+    bind o.so to block.x
+    split o.e by 64 -> (eo, ei)
+    split o.ei by 4 -> (et, er)
+    split o.l by 32 -> (lo, li)
+    bind o.si to thread.y
+    bind o.et to thread.x
+    reorder o (so, eo, lo, si, et, li, er)
+    compute scores at o.lo
+    cache v in shared at o.lo
+    cache o in registers at o.eo
+)";
+  struct Variant {
+    std::string directives, expected;  // the loops over e the CUDA has (a regular expression)
+  };
+  for (const std::string dtype : {"f16", "f32"}) {
+    std::string typed = std::regex_replace(kernel, std::regex(R"(\bT\b)"), dtype);
+    int lanes = dtype == "f16" ? 8 : 4;
+    for (const Variant& variant : std::vector<Variant>{
+             {"", R"(for \(emmy_index_t e_1 = 0; e_1 < E; e_1 \+= 1\))"},
+             {fmt::format("    split scores.e by {} -> (ev, el)\n    vectorize scores.el\n", lanes),
+              R"(reinterpret_cast<const uint4\*>\(&k\[)"},
+             {"    split scores.e by 4 -> (ev, el)\n    unroll scores.el\n", R"(for \(emmy_index_t ev = 0; ev < )"}}) {
+      std::string source = typed + variant.directives + "}\n";
+      INFO(source);
+      Built built = build(source);
+      INFO(built.cuda.source);
+      CHECK(contains(built.cuda.source, variant.expected));
+      checkRuns(built, {{{"S", 37}, {"L", 45}, {"E", 20}}, {{"S", 1}, {"L", 1}, {"E", 3}}, {{"S", 19}, {"L", 33}, {"E", 64}},
+                        {{"S", 5}, {"L", 70}, {"E", 17}}});
+    }
+  }
+}
+
 TEST_CASE("a user's attention (causal as bounded sums, with a bias, plain) is an online softmax over tiles of keys, "
           "scheduled or by the default policy, and agrees with the reference", "[schedule]") {
   // Bounded sums are Tensor IR's where(l < s + 1, term, identity): the online softmax takes them too.

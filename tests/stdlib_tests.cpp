@@ -160,6 +160,9 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       CHECK(cuda.find("pv__acc[4];") != std::string::npos);  // 4 features per thread, in registers
       CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
       CHECK(cuda.find(", v_tile, 8192);") != std::string::npos);  // 2 x 32 keys x 128 features
+      // attention's scores read the rows of q and k by 16-byte vectors where aligned (attend reads logits).
+      bool scores = std::string(selector).find("attend") == std::string::npos;
+      CHECK((cuda.find("*reinterpret_cast<const uint4*>(&k[") != std::string::npos) == scores);
       // Each tile: its maximum, then the factor that rescales what is summed so far, once (in f16 and
       // bf16 by the hardware's exponential); each key: its weight exp(x - max), once, and the sums.
       std::string exp = std::string(selector).find("f32") != std::string::npos ? "expf((" : "emmy_exp_approximate((";
@@ -182,6 +185,7 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
         INFO("E = " << features);
         KernelRun run = program.run(testing::randomInputs(kernel, {{"B", 1}, {"H", 1}, {"S", 48}, {"L", 80}, {"E", features}}, 3));
         INFO(run.failure.value_or(""));
+        CHECK(!run.failure);
         REQUIRE(run.profile.has_value());
         REQUIRE(run.profile->kernels.size() == 1);
         CHECK(run.profile->kernels[0].name == (features <= 64 ? kernels[0] : kernels[1])->name);

@@ -85,6 +85,13 @@ SourceLoc NestScheduler::directiveAbout(const std::string& stage) const {
   return kernel_.schedule.empty() ? SourceLoc{} : kernel_.schedule.front().loc;
 }
 
+// The first directive that shapes `stage`'s own loops (not where it is computed), else directiveAbout's.
+SourceLoc NestScheduler::directiveShaping(const std::string& stage) const {
+  for (const Directive& directive : kernel_.schedule)
+    if (directive.stage.text == stage && directive.kind != DirectiveKind::ComputeAt) return directive.loc;
+  return directiveAbout(stage);
+}
+
 // The position (number of root loops open) after root loop `name`.
 size_t NestScheduler::positionAfter(const std::string& name) const {
   for (size_t k = 0; k < root_loops_.loops.size(); ++k)

@@ -133,6 +133,7 @@ private:
   void refuseOtherWork(const std::function<void(const std::string&)>& refuse, const std::string& kind,
                        const std::string& staged) const;
   SourceLoc directiveAbout(const std::string& stage) const;
+  SourceLoc directiveShaping(const std::string& stage) const;
   size_t positionAfter(const std::string& name) const;
   size_t positionDefining(const std::vector<std::string>& axes) const;
   std::set<std::string> openAt(size_t position) const;
@@ -172,6 +173,7 @@ private:
     std::vector<int> combined;
   };
   MemberLoops memberLoops(const Member& placed);
+  MemberLoops reductionLoopsOf(const Computation& computation, const std::vector<std::string>& axisVars, bool elementwise);
   StmtPtr memberLoopNest(const MemberLoops& loops, const std::string& stage, size_t k, size_t end, std::set<std::string> open,
                          Defined defined, const std::function<StmtPtr(const std::set<std::string>&, const Defined&)>& leaf);
   StmtPtr member(const Member& placed, size_t position, StmtPtr rest);

@@ -805,7 +805,8 @@ ExprPtr NestScheduler::inBounds(const PlacedCache& placed, size_t d, const ExprP
 }
 
 // One element of a computed copy: the stage's axes at `global`, and where they are `inside` the stage,
-// its value (with its reduction loops serial) stored at `local`; outside, the pad value of padded reads.
+// its value (its reduction loops as its schedule makes them: split, unrolled, its reads along one
+// vectorized) stored at `local`; outside, the pad value of padded reads.
 StmtPtr NestScheduler::computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
                        const Shape& shape) {
   const WholeMember& whole = *placed.computes;
@@ -822,18 +823,18 @@ StmtPtr NestScheduler::computeElement(const PlacedCache& placed, const std::vect
   if (computation.store) {
     value = std::make_shared<Store>(name, local, computation.store->value);
   } else {
-    std::function<StmtPtr(const loop::Stmt&)> serial = [&](const loop::Stmt& stmt) -> StmtPtr {
-      if (const auto* loop = stmt.as<loop::For>())
-        return std::make_shared<Loop>(loop->var, dimValue(loop->extent), Binding::Serial,
-                                      std::vector<std::string>{loop->stage + "." + loop->axis}, serial(*loop->body));
-      const auto* store = stmt.as<loop::Store>();
-      EMMY_INTERNAL_ASSERT(store != nullptr, "the reduction of {} has an unexpected shape", name);
-      return std::make_shared<Store>(store->buffer, store->indices, store->value);
-    };
+    MemberLoops loops = reductionLoopsOf(computation, whole.axisVars, true);
+    std::set<std::string> open;
+    for (const Axis& axis : computation.stage->axes) open.insert(axis.name);
     const loop::Store& init = *computation.init;
+    const loop::Store& update = *computation.update;
+    StmtPtr reduce = memberLoopNest(loops, name, 0, loops.reductions.size(), open, Defined(open.begin(), open.end()),
+                                    [&](const std::set<std::string>&, const Defined&) -> StmtPtr {
+                                      return std::make_shared<Store>(update.buffer, update.indices, update.value);
+                                    });
     value = std::make_shared<Allocate>(
         computation.accumulator, computation.accumulatorType, std::vector<Dim>{}, MemoryScope::Registers,
-        block({std::make_shared<Store>(init.buffer, init.indices, init.value), serial(*computation.reductionLoops[0]),
+        block({std::make_shared<Store>(init.buffer, init.indices, init.value), reduce,
                std::make_shared<Store>(name, local, computation.finalize->value)}));
   }
   stmts.push_back(inside ? std::make_shared<Guard>(inside, value) : value);

@@ -227,10 +227,7 @@ void NestScheduler::placeMembers() {
       if (!loop.binding && !loop.unrolled && !loop.vectorized && !loop.fused &&
           std::any_of(stage.axes.begin(), stage.axes.end(), [&](const Axis& a) { return a.name == loop.name; }))
         continue;
-      auto shaping = std::find_if(kernel_.schedule.begin(), kernel_.schedule.end(), [&](const Directive& d) {
-        return d.stage.text == stage.name && d.kind != DirectiveKind::ComputeAt;
-      });
-      cannot(shaping != kernel_.schedule.end() ? shaping->loc : directiveAbout(stage.name),
+      cannot(directiveShaping(stage.name),
              fmt::format("{} is stored beside {}'s store, in {}'s loops, so it has no loop {} of its own: schedule {}'s "
                          "loops instead", stage.name, root_->name, root_->name, loop.name, root_->name));
     }
@@ -462,17 +459,24 @@ void NestScheduler::placeKeptTerms() {
 }
 
 NestScheduler::MemberLoops NestScheduler::memberLoops(const Member& placed) {
-  const Computation& computation = placed.computation;
+  return reductionLoopsOf(placed.computation, parts_.rootVars, false);
+}
+
+// The loops of `computation`'s reduction by its stage's schedule, its axes named by `axisVars`; only
+// its reduction loops may be scheduled. `elementwise`: each element is computed by one thread (a stage
+// computed into a copy element by element), so no reduction loop may be bound to threads.
+NestScheduler::MemberLoops NestScheduler::reductionLoopsOf(const Computation& computation, const std::vector<std::string>& stageAxisVars,
+                                                           bool elementwise) {
   const Stage& stage = *computation.stage;
   const StageSchedule& schedule = model_.stages.at(stage.name);
   for (const ScheduledLoop& loop : schedule.loops)
     if (!loop.reduction && (loop.binding || loop.unrolled || loop.vectorized || loop.fused ||
                             std::none_of(stage.axes.begin(), stage.axes.end(), [&](const Axis& a) { return a.name == loop.name; })))
-      unsupported(directiveAbout(stage.name), fmt::format("{} is computed inside {}'s loops, so its loop over {} is {}'s: "
-                                                          "schedule only its reduction loops", stage.name, root_->name,
-                                                          loop.name, root_->name));
+      cannot(directiveShaping(stage.name), fmt::format("{} is computed inside {}'s loops, so its loop over {} is {}'s: "
+                                                       "schedule only its reduction loops", stage.name, root_->name,
+                                                       loop.name, root_->name));
   std::map<std::string, std::string> axisVars;
-  for (size_t d = 0; d < stage.axes.size(); ++d) axisVars[stage.axes[d].name] = parts_.rootVars[d];
+  for (size_t d = 0; d < stage.axes.size(); ++d) axisVars[stage.axes[d].name] = stageAxisVars[d];
   for (const loop::For* loop : computation.reductionLoops) axisVars[loop->axis] = loop->var;
   MemberLoops result{buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); }), {}, {}};
   for (size_t k = 0; k < result.loops.loops.size(); ++k) {
@@ -480,6 +484,10 @@ NestScheduler::MemberLoops NestScheduler::memberLoops(const Member& placed) {
     if (!loop.reduction) continue;
     result.reductions.push_back(k);
     if (!boundToThreads(loop)) continue;
+    if (elementwise)
+      cannot(loop.boundAt, fmt::format("{} is computed at {}.{} element by element, each by one thread, so its reduction "
+                                       "loop {} cannot be bound to threads", stage.name, root_->name,
+                                       model_.stages.at(stage.name).atLoop, loop.name));
     int dimension = dimensionOf(loop);
     if (threadBound_.count(dimension))
       cannot(loop.boundAt,

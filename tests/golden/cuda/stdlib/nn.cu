@@ -10113,8 +10113,25 @@ static __device__ __forceinline__ void attention_f16__BQ16_EB64__k0__body(const 
               if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                    alignas(16) __half k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))]);
+                    alignas(16) __half q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
@@ -10270,8 +10287,25 @@ static __device__ __forceinline__ void attention_f16__BQ8_EB128__k0__body(const 
             if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
               float scores__acc;
               scores__acc = 0.0f;
-              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+              for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                  alignas(16) __half k__lanes[8];
+                  *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))]);
+                  alignas(16) __half q__lanes[8];
+                  *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]);
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                    const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                    if ((e_1 < E)) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                    }
+                  }
+                }
               }
               scores[((scores_2 * 33) + scores_3)] = scores__acc;
             }
@@ -10463,8 +10497,25 @@ static __device__ __forceinline__ void attention_bf16__BQ16_EB64__k0__body(const
               if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                    alignas(16) __nv_bfloat16 k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))]);
+                    alignas(16) __nv_bfloat16 q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
@@ -10620,8 +10671,25 @@ static __device__ __forceinline__ void attention_bf16__BQ8_EB128__k0__body(const
             if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
               float scores__acc;
               scores__acc = 0.0f;
-              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+              for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                  alignas(16) __nv_bfloat16 k__lanes[8];
+                  *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 8))]);
+                  alignas(16) __nv_bfloat16 q__lanes[8];
+                  *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 8))]);
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                    const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                    if ((e_1 < E)) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
+                    }
+                  }
+                }
               }
               scores[((scores_2 * 33) + scores_3)] = scores__acc;
             }
@@ -10815,8 +10883,25 @@ static __device__ __forceinline__ void attention_f32__BQ16_EB64__k0__body(const 
               if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 3) / 4); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 4))]) & 15) == 0 && (((e_vector * 4) + 3) < E)) {
+                    alignas(16) float k__lanes[4];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 4))]);
+                    alignas(16) float q__lanes[4];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 4))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                      scores__acc = (scores__acc + (q__lanes[e_lane] * k__lanes[e_lane]));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 4) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
@@ -10974,8 +11059,25 @@ static __device__ __forceinline__ void attention_f32__BQ8_EB128__k0__body(const 
             if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
               float scores__acc;
               scores__acc = 0.0f;
-              for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
+              for (emmy_index_t e_vector = 0; e_vector < ((E + 3) / 4); e_vector += 1) {
+                if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 4))]) & 15) == 0 && (((e_vector * 4) + 3) < E)) {
+                  alignas(16) float k__lanes[4];
+                  *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + (e_vector * 4))]);
+                  alignas(16) float q__lanes[4];
+                  *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + (e_vector * 4))]);
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                    scores__acc = (scores__acc + (q__lanes[e_lane] * k__lanes[e_lane]));
+                  }
+                } else {
+                  #pragma unroll
+                  for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                    const emmy_index_t e_1 = ((e_vector * 4) + e_lane);
+                    if ((e_1 < E)) {
+                      scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
+                    }
+                  }
+                }
               }
               scores[((scores_2 * 33) + scores_3)] = scores__acc;
             }
@@ -11168,8 +11270,25 @@ static __device__ __forceinline__ void causal_attention_f16__BQ16_EB64__k0__body
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 7) / 8); e_vector_1 += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]) & 15) == 0 && (((e_vector_1 * 8) + 7) < E)) {
+                      alignas(16) __half k__lanes[8];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))]);
+                      alignas(16) __half q__lanes[8];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane_1]) * (float)emmy_f32(k__lanes[e_lane_1])));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                        const emmy_index_t e_1 = ((e_vector_1 * 8) + e_lane_1);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
                 }
@@ -11233,8 +11352,25 @@ static __device__ __forceinline__ void causal_attention_f16__BQ16_EB64__k0__body
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                      alignas(16) __half k__lanes[8];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))]);
+                      alignas(16) __half q__lanes[8];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                        const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2 * 33) + scores_3)] = scores__acc;
                 }
@@ -11400,8 +11536,25 @@ static __device__ __forceinline__ void causal_attention_f16__BQ8_EB128__k0__body
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 7) / 8); e_vector_1 += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]) & 15) == 0 && (((e_vector_1 * 8) + 7) < E)) {
+                    alignas(16) __half k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))]);
+                    alignas(16) __half q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane_1]) * (float)emmy_f32(k__lanes[e_lane_1])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                      const emmy_index_t e_1 = ((e_vector_1 * 8) + e_lane_1);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
               }
@@ -11465,8 +11618,25 @@ static __device__ __forceinline__ void causal_attention_f16__BQ8_EB128__k0__body
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                    alignas(16) __half k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))]);
+                    alignas(16) __half q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
@@ -11667,8 +11837,25 @@ static __device__ __forceinline__ void causal_attention_bf16__BQ16_EB64__k0__bod
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 7) / 8); e_vector_1 += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]) & 15) == 0 && (((e_vector_1 * 8) + 7) < E)) {
+                      alignas(16) __nv_bfloat16 k__lanes[8];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))]);
+                      alignas(16) __nv_bfloat16 q__lanes[8];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane_1]) * (float)emmy_f32(k__lanes[e_lane_1])));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                        const emmy_index_t e_1 = ((e_vector_1 * 8) + e_lane_1);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
                 }
@@ -11732,8 +11919,25 @@ static __device__ __forceinline__ void causal_attention_bf16__BQ16_EB64__k0__bod
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                      alignas(16) __nv_bfloat16 k__lanes[8];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))]);
+                      alignas(16) __nv_bfloat16 q__lanes[8];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                        const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2 * 33) + scores_3)] = scores__acc;
                 }
@@ -11899,8 +12103,25 @@ static __device__ __forceinline__ void causal_attention_bf16__BQ8_EB128__k0__bod
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 7) / 8); e_vector_1 += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]) & 15) == 0 && (((e_vector_1 * 8) + 7) < E)) {
+                    alignas(16) __nv_bfloat16 k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 8))]);
+                    alignas(16) __nv_bfloat16 q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane_1]) * (float)emmy_f32(k__lanes[e_lane_1])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 8; e_lane_1 += 1) {
+                      const emmy_index_t e_1 = ((e_vector_1 * 8) + e_lane_1);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
               }
@@ -11964,8 +12185,25 @@ static __device__ __forceinline__ void causal_attention_bf16__BQ8_EB128__k0__bod
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 7) / 8); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]) & 15) == 0 && (((e_vector * 8) + 7) < E)) {
+                    alignas(16) __nv_bfloat16 k__lanes[8];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 8))]);
+                    alignas(16) __nv_bfloat16 q__lanes[8];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 8))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      scores__acc = (scores__acc + ((float)emmy_f32(q__lanes[e_lane]) * (float)emmy_f32(k__lanes[e_lane])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 8; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 8) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
@@ -12168,8 +12406,25 @@ static __device__ __forceinline__ void causal_attention_f32__BQ16_EB64__k0__body
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                  for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 3) / 4); e_vector_1 += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 4))]) & 15) == 0 && (((e_vector_1 * 4) + 3) < E)) {
+                      alignas(16) float k__lanes[4];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 4))]);
+                      alignas(16) float q__lanes[4];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 4))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 4; e_lane_1 += 1) {
+                        scores__acc = (scores__acc + (q__lanes[e_lane_1] * k__lanes[e_lane_1]));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane_1 = 0; e_lane_1 < 4; e_lane_1 += 1) {
+                        const emmy_index_t e_1 = ((e_vector_1 * 4) + e_lane_1);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
                 }
@@ -12235,8 +12490,25 @@ static __device__ __forceinline__ void causal_attention_f32__BQ16_EB64__k0__body
                 if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                   float scores__acc;
                   scores__acc = 0.0f;
-                  for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                    scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                  for (emmy_index_t e_vector = 0; e_vector < ((E + 3) / 4); e_vector += 1) {
+                    if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 4))]) & 15) == 0 && (((e_vector * 4) + 3) < E)) {
+                      alignas(16) float k__lanes[4];
+                      *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 4))]);
+                      alignas(16) float q__lanes[4];
+                      *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 4))]);
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                        scores__acc = (scores__acc + (q__lanes[e_lane] * k__lanes[e_lane]));
+                      }
+                    } else {
+                      #pragma unroll
+                      for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                        const emmy_index_t e_1 = ((e_vector * 4) + e_lane);
+                        if ((e_1 < E)) {
+                          scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                        }
+                      }
+                    }
                   }
                   scores[((scores_2 * 33) + scores_3)] = scores__acc;
                 }
@@ -12404,8 +12676,25 @@ static __device__ __forceinline__ void causal_attention_f32__BQ8_EB128__k0__body
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                for (emmy_index_t e_vector_1 = 0; e_vector_1 < ((E + 3) / 4); e_vector_1 += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 4))]) & 15) == 0 && (((e_vector_1 * 4) + 3) < E)) {
+                    alignas(16) float k__lanes[4];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector_1 * 4))]);
+                    alignas(16) float q__lanes[4];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector_1 * 4))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 4; e_lane_1 += 1) {
+                      scores__acc = (scores__acc + (q__lanes[e_lane_1] * k__lanes[e_lane_1]));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane_1 = 0; e_lane_1 < 4; e_lane_1 += 1) {
+                      const emmy_index_t e_1 = ((e_vector_1 * 4) + e_lane_1);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2_1 * 33) + scores_3_1)] = scores__acc;
               }
@@ -12469,8 +12758,25 @@ static __device__ __forceinline__ void causal_attention_f32__BQ8_EB128__k0__body
               if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
                 float scores__acc;
                 scores__acc = 0.0f;
-                for (emmy_index_t e_1 = 0; e_1 < E; e_1 += 1) {
-                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                for (emmy_index_t e_vector = 0; e_vector < ((E + 3) / 4); e_vector += 1) {
+                  if ((((unsigned long long)(const void*)&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 4))] | (unsigned long long)(const void*)&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 4))]) & 15) == 0 && (((e_vector * 4) + 3) < E)) {
+                    alignas(16) float k__lanes[4];
+                    *reinterpret_cast<uint4*>(k__lanes) = *reinterpret_cast<const uint4*>(&k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + (e_vector * 4))]);
+                    alignas(16) float q__lanes[4];
+                    *reinterpret_cast<uint4*>(q__lanes) = *reinterpret_cast<const uint4*>(&q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + (e_vector * 4))]);
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                      scores__acc = (scores__acc + (q__lanes[e_lane] * k__lanes[e_lane]));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (emmy_index_t e_lane = 0; e_lane < 4; e_lane += 1) {
+                      const emmy_index_t e_1 = ((e_vector * 4) + e_lane);
+                      if ((e_1 < E)) {
+                        scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                      }
+                    }
+                  }
                 }
                 scores[((scores_2 * 33) + scores_3)] = scores__acc;
               }
