@@ -687,8 +687,14 @@ private:
     if (!rootThreads && !laneAt && !pureLeft)
       if (const ScheduledLoop* reduction = reductionToSpread(root)) spread.push_back({root, reduction});
     NestParts parts = parseNest(kernel_, nest);
+    // A stage computed into a copy element by element (compute S at R.a) takes one thread an element: its
+    // reductions are not spread.
+    auto computedWhole = [&](const std::string& stage) {
+      return std::any_of(parts.wholes.begin(), parts.wholes.end(),
+                         [&](const WholeMember& whole) { return whole.computation.stage->name == stage; });
+    };
     for (const std::string& member : nest.stages)
-      if (member != root && !folded(member) && !memberInsideLanes(root, member, loops, laneAt, parts))
+      if (member != root && !folded(member) && !computedWhole(member) && !memberInsideLanes(root, member, loops, laneAt, parts))
         if (const ScheduledLoop* reduction = reductionToSpread(member)) spread.push_back({member, reduction});
     if (spread.empty()) {
       if (rowsLoop != rowsLoop_.end()) add(bind(root, rowsLoop->second, {HardwareScope::Block, 0}));
